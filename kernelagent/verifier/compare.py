@@ -1,0 +1,234 @@
+"""Comparing a candidate's outputs with the reference, in the parent process.
+
+The reference runs in float64 on upcast inputs (the truth) and in the problem's own dtype (the noise
+floor: its own error against float64). A candidate may err by a modest multiple of that floor, and
+never by more than the per-dtype defaults unless the problem sets TOLERANCE; fp16 arithmetic in an
+fp32 problem therefore fails even where a loose absolute tolerance would have let it through.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+# atol (scaled by max(1, rms of the reference)), rtol, and the band for the relative L2 error.
+DTYPE_DEFAULTS: dict[torch.dtype, dict[str, float]] = {
+    torch.float64: {"atol": 1e-9, "rtol": 1e-7, "l2_min": 1e-10, "l2_cap": 1e-8},
+    torch.float32: {"atol": 1e-5, "rtol": 1e-4, "l2_min": 1e-5, "l2_cap": 1e-4},
+    torch.float16: {"atol": 1e-3, "rtol": 1e-2, "l2_min": 1e-3, "l2_cap": 5e-3},
+    torch.bfloat16: {"atol": 1e-2, "rtol": 2e-2, "l2_min": 8e-3, "l2_cap": 2e-2},
+}
+FLOOR_MULT = 4.0        # a candidate may err up to this multiple of the reference's own error (L2)
+ELEM_FLOOR_MULT = 4.0   # ... and, element-wise, of the reference's own error at that element
+
+
+@dataclass
+class LeafResult:
+    name: str
+    ok: bool
+    kind: str = "ok"            # ok | mismatch | nan_inf | shape | dtype | type | missing
+    message: str = ""
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    rel_l2: float = 0.0
+    allowed_l2: float | None = None
+    floor_l2: float | None = None
+    frac_bad: float = 0.0
+    worst_index: list[int] = field(default_factory=list)
+    rows: str = ""
+    nan_mask: Any = None         # positions where the candidate is non-finite and the reference is not
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"{self.name}: ok (rel L2 {self.rel_l2:.2e}, max abs {self.max_abs:.2e})"
+        return f"{self.name}: {self.message}"
+
+
+def defaults_for(dtype: torch.dtype) -> dict[str, float]:
+    return DTYPE_DEFAULTS.get(dtype, DTYPE_DEFAULTS[torch.float32])
+
+
+def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    denom = float(b.norm())
+    num = float((a - b).norm())
+    return num / denom if denom > 0 else num
+
+
+def _rows(got: torch.Tensor, exp: torch.Tensor, idx: list[int], n: int = 6) -> str:
+    """A few values around the worst element, expected vs got."""
+    if got.dim() == 0:
+        return f"expected {exp.item():.6g}, got {got.item():.6g}"
+    row_exp, row_got = exp, got
+    for i in idx[:-1]:
+        row_exp, row_got = row_exp[i], row_got[i]
+    j = idx[-1]
+    lo = max(0, j - n // 2)
+    hi = min(row_exp.shape[0], lo + n)
+    where = "".join(f"[{i}]" for i in idx[:-1]) + f"[{lo}:{hi}]"
+    fmt = lambda t: ", ".join(f"{float(v):.5g}" for v in t[lo:hi])  # noqa: E731
+    return f"at {where}: expected [{fmt(row_exp)}] got [{fmt(row_got)}]"
+
+
+def compare_leaf(name: str, got: Any, native: Any, f64: Any, tolerance: dict[str, float] | None) -> LeafResult:
+    """Compare one output leaf (tensor or scalar) against the reference."""
+    if not isinstance(native, torch.Tensor):
+        return _compare_scalar(name, got, native)
+    if not isinstance(got, torch.Tensor):
+        return LeafResult(name, False, "type", f"expected a tensor, got {type(got).__name__}")
+    if tuple(got.shape) != tuple(native.shape):
+        return LeafResult(name, False, "shape", f"shape {tuple(got.shape)}, expected {tuple(native.shape)}")
+    if got.dtype != native.dtype:
+        return LeafResult(name, False, "dtype", f"dtype {got.dtype}, expected {native.dtype}")
+    if not (native.is_floating_point() or native.is_complex()):
+        bad = int((got != native).sum())
+        ok = bad == 0
+        return LeafResult(name, ok, "ok" if ok else "mismatch",
+                          "" if ok else f"{bad} of {native.numel()} elements differ (exact match required)",
+                          frac_bad=bad / max(1, native.numel()))
+    return _compare_float(name, got, native, f64 if isinstance(f64, torch.Tensor) else None, tolerance)
+
+
+def _compare_scalar(name: str, got: Any, exp: Any) -> LeafResult:
+    if isinstance(got, torch.Tensor) or type(got) is not type(exp):
+        return LeafResult(name, False, "type", f"expected {type(exp).__name__} {exp!r}, got {type(got).__name__}")
+    if isinstance(exp, float):
+        ok = math.isclose(got, exp, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(got) and math.isnan(exp))
+    else:
+        ok = got == exp
+    return LeafResult(name, ok, "ok" if ok else "mismatch", "" if ok else f"expected {exp!r}, got {got!r}")
+
+
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torch.Tensor | None,
+                   tolerance: dict[str, float] | None) -> LeafResult:
+    truth = _as_real(f64 if f64 is not None else native).to(torch.float64)
+    cand = _as_real(got).to(torch.float64)
+    nat = _as_real(native).to(torch.float64)
+    ref_finite = torch.isfinite(truth)
+    cand_finite = torch.isfinite(cand)
+    nan_mask = ref_finite & ~cand_finite
+    if bool(nan_mask.any()):
+        n = int(nan_mask.sum())
+        idx = _unravel(int(nan_mask.flatten().nonzero()[0]), truth.shape)
+        return LeafResult(name, False, "nan_inf", f"{n} of {truth.numel()} elements are NaN/Inf where the "
+                          f"reference is finite (first at {idx})", worst_index=idx, nan_mask=nan_mask,
+                          frac_bad=n / max(1, truth.numel()))
+    special = ~ref_finite
+    if bool(special.any()):
+        same = (cand[special] == truth[special]) | (torch.isnan(cand[special]) & torch.isnan(truth[special]))
+        if not bool(same.all()):
+            return LeafResult(name, False, "mismatch", "the reference's NaN/Inf elements are not matched")
+    t, c, nv = truth[ref_finite], cand[ref_finite], nat[ref_finite]
+    if t.numel() == 0:
+        return LeafResult(name, True)
+    diff = (c - t).abs()
+    floor_elem = (nv - t).abs()
+    if tolerance:
+        bound = tolerance.get("atol", 0.0) + tolerance.get("rtol", 0.0) * t.abs()
+        allowed_l2 = None
+    else:
+        d = defaults_for(native.dtype)
+        scale = max(1.0, float(t.pow(2).mean().sqrt()))
+        bound = d["atol"] * scale + d["rtol"] * t.abs() + ELEM_FLOOR_MULT * floor_elem
+        floor_l2 = rel_l2(nv, t)
+        allowed_l2 = min(d["l2_cap"], max(d["l2_min"], FLOOR_MULT * floor_l2))
+        allowed_l2 = max(allowed_l2, 2.0 * floor_l2)
+    bad = diff > bound
+    err_l2 = rel_l2(c, t)
+    max_abs = float(diff.max())
+    rel = diff / t.abs().clamp_min(1e-12)
+    worst_flat = int(diff.argmax())
+    full_idx = ref_finite.flatten().nonzero().flatten()[worst_flat]
+    idx = _unravel(int(full_idx), truth.shape)
+    res = LeafResult(name, True, max_abs=max_abs, max_rel=float(rel.max()), rel_l2=err_l2,
+                     allowed_l2=allowed_l2, floor_l2=None if tolerance else rel_l2(nv, t),
+                     frac_bad=float(bad.double().mean()), worst_index=idx)
+    l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
+    if bool(bad.any()) or l2_bad:
+        res.ok, res.kind = False, "mismatch"
+        res.rows = _rows(_as_real(got).to(torch.float64), truth, idx) if truth.dim() <= 4 else ""
+        parts = [f"max abs error {max_abs:.3g} at {idx}", f"rel L2 error {err_l2:.3g}"
+                 + (f" (allowed {allowed_l2:.2g})" if allowed_l2 is not None else ""),
+                 f"{res.frac_bad:.2%} of elements outside tolerance"]
+        res.message = "; ".join(parts)
+    return res
+
+
+def _unravel(flat: int, shape: torch.Size) -> list[int]:
+    idx = []
+    for dim in reversed(list(shape)):
+        idx.append(flat % dim if dim else 0)
+        flat //= max(dim, 1)
+    return list(reversed(idx))
+
+
+@dataclass
+class TrialResult:
+    trial: dict[str, Any]
+    leaves: list[LeafResult]
+    structure_ok: bool = True
+    structure_msg: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.structure_ok and all(leaf.ok for leaf in self.leaves)
+
+    @property
+    def worst(self) -> LeafResult | None:
+        bad = [leaf for leaf in self.leaves if not leaf.ok]
+        return bad[0] if bad else max(self.leaves, key=lambda r: r.rel_l2, default=None)
+
+
+def compare_outputs(trial: dict[str, Any], got: list[Any], ref: dict[str, Any], tolerance: dict[str, float] | None,
+                    got_grads: dict[str, Any] | None = None) -> TrialResult:
+    """Compare every output leaf (and gradient, when the problem has BACKWARD) of one trial."""
+    native, f64 = ref["native"], ref.get("f64")
+    if len(got) != len(native):
+        return TrialResult(trial, [], False, f"returned {len(got)} output value(s), expected {len(native)} "
+                                             f"({trial.get('structure', '')})")
+    names = ["output"] if len(native) == 1 else [f"output {i}" for i in range(len(native))]
+    leaves = [compare_leaf(n, g, r, f64[i] if f64 else None, tolerance)
+              for i, (n, g, r) in enumerate(zip(names, got, native, strict=True))]
+    if ref.get("grads_native") is not None and got_grads is not None:
+        leaves += _compare_grads(ref, got_grads, tolerance)
+    return TrialResult(trial, leaves)
+
+
+def _compare_grads(ref: dict[str, Any], got: dict[str, Any], tolerance: dict[str, float] | None) -> list[LeafResult]:
+    out = []
+    rn, r64 = ref["grads_native"], ref.get("grads_f64") or {"inputs": [], "params": {}}
+    for i, g in enumerate(rn["inputs"]):
+        if g is None:
+            continue
+        cand = got["inputs"][i] if i < len(got["inputs"]) else None
+        if cand is None:
+            out.append(LeafResult(f"grad of input {i}", False, "missing", "no gradient reached this input"))
+            continue
+        f = r64["inputs"][i] if i < len(r64["inputs"]) else None
+        out.append(compare_leaf(f"grad of input {i}", cand, g, f, tolerance))
+    for name, g in rn["params"].items():
+        if g is None:
+            continue
+        cand = got["params"].get(name)
+        if cand is None:
+            out.append(LeafResult(f"grad of {name}", False, "missing", f"no gradient for parameter {name}"))
+            continue
+        out.append(compare_leaf(f"grad of {name}", cand, g, r64["params"].get(name), tolerance))
+    return out
+
+
+def looks_like_reduced_precision(result: LeafResult, dtype: torch.dtype) -> str:
+    """A hint when an fp32 output's error has the size of fp16/bf16/tf32 rounding."""
+    if dtype != torch.float32 or result.ok or result.kind != "mismatch":
+        return ""
+    if 1e-4 < result.rel_l2 < 3e-3:
+        return "the error has the size of fp16/tf32 rounding: keep fp32 arithmetic (tl.dot: input_precision='ieee')"
+    if 3e-3 <= result.rel_l2 < 3e-2:
+        return "the error has the size of bf16 rounding: keep fp32 arithmetic"
+    return ""

@@ -1,0 +1,100 @@
+"""Compile facts of the candidate's kernels: registers, spills, shared memory, warps, stages.
+
+On a GPU they are read from Triton's JIT cache after the runs. On CPU the interpreter compiles
+nothing, so the launches it saw are turned into AOT requests (kernel, argument types, constexprs,
+num_warps, num_stages) that a separate worker compiles for sm_90 (see aot.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+_TRITON_PTR = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+               torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+               torch.bool: "i1"}
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def describe_arg(value: Any) -> dict[str, Any]:
+    """A JSON description of one launch argument, enough to rebuild a Triton signature."""
+    if isinstance(value, torch.Tensor):
+        return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32")}
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}
+    if isinstance(value, int):
+        return {"kind": "int", "value": value}
+    if isinstance(value, float):
+        return {"kind": "float", "value": value}
+    if value is None:
+        return {"kind": "none"}
+    if hasattr(value, "value") and type(value).__name__ == "constexpr":
+        return describe_arg(value.value)
+    if isinstance(value, (str, tuple)):
+        return {"kind": "const", "value": value if isinstance(value, str) else list(value)}
+    return {"kind": "other", "type": type(value).__name__}
+
+
+def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """One interpreter launch as an AOT request: kernel, argument types, constexprs, options."""
+    fn = fn_self.fn
+    names = list(fn_self.arg_names)
+    values = dict(zip(names, args, strict=False))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    return {"kernel": fn.__name__, "module": fn.__module__, "qualname": fn.__qualname__,
+            "args": {n: describe_arg(values[n]) for n in names if n in values},
+            "options": {k: kwargs[k] for k in _LAUNCH_OPTIONS if k in kwargs and kwargs[k] is not None}}
+
+
+def aot_requests(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Distinct launch descriptions (the interpreter sees the same launch many times)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for req in launches:
+        key = repr((req["kernel"], sorted(req["args"].items(), key=str), sorted(req["options"].items())))
+        seen.setdefault(key, req)
+    return list(seen.values())
+
+
+def _jit_objects(module: Any) -> list[Any]:
+    """JITFunctions defined by the candidate module (unwrapping autotune/heuristics wrappers)."""
+    out = []
+    for value in list(vars(module).values()):
+        fn, depth = value, 0
+        while fn is not None and depth < 4 and not hasattr(fn, "device_caches"):
+            fn, depth = getattr(fn, "fn", None), depth + 1
+        if fn is not None and hasattr(fn, "device_caches") and fn not in out:
+            out.append(fn)
+    return out
+
+
+def triton_cache_facts(module: Any) -> list[dict[str, Any]]:
+    """Registers/spills/shared memory of every kernel Triton compiled for the candidate (GPU)."""
+    facts = []
+    for fn in _jit_objects(module):
+        for caches in getattr(fn, "device_caches", {}).values():
+            kernel_cache = caches[0] if isinstance(caches, tuple) else {}
+            for kernel in list(kernel_cache.values()):
+                if hasattr(kernel, "result"):
+                    kernel = kernel.result()
+                md = getattr(kernel, "metadata", None)
+                facts.append({"kernel": getattr(kernel, "name", fn.__name__), "backend": "triton",
+                              "registers": getattr(kernel, "n_regs", None), "spills": getattr(kernel, "n_spills", None),
+                              "shared_bytes": getattr(md, "shared", None), "num_warps": getattr(md, "num_warps", None),
+                              "num_stages": getattr(md, "num_stages", None)})
+    return facts
+
+
+def collect(runner: Any) -> dict[str, Any]:
+    """Compile facts for the report; on CPU also the AOT requests for the parent to compile."""
+    module = sys.modules.get("kernelagent_candidate")
+    out: dict[str, Any] = {"kernels": [], "aot_requests": []}
+    if module is None:
+        return out
+    if runner.device == "cuda":
+        out["kernels"] = triton_cache_facts(module)
+    else:
+        out["aot_requests"] = aot_requests(runner.launches.stats.get("interpreter_launches", []))
+    out["kernels"] += list(runner.launches.stats.get("cute_compiles", []))
+    return out

@@ -1,0 +1,20 @@
+"""Options of one verification (what the CLI flags and the agent's budget map onto)."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+
+@dataclass
+class VerifyOptions:
+    device: str = "auto"            # auto | cpu | cuda
+    seeds: int = 3                  # fresh seeds for the correctness trials (>= 1)
+    timeout: float = 300.0          # wall-clock seconds for each worker process
+    timing: bool = True             # time candidate and baselines (GPU only)
+    profile: bool = False           # Nsight Compute metrics on every kernel the candidate launches
+    sanitize: bool = False          # compute-sanitizer memcheck + racecheck
+    memory_limit_mb: int | None = None   # host memory cap for a worker (None: 3/4 of RAM)
+    cpu_max_elements: int = 1 << 20      # on CPU, input sets larger than this are skipped (interpreter speed)
+    secret: int = field(default_factory=lambda: secrets.randbits(31))  # seed base, never shown to candidates
+    keep_workdir: bool = False

@@ -1,0 +1,290 @@
+"""Name tables of the static policy: which names each rule covers and what the author is told to do.
+
+Kept apart from the checking code so the lists can be read (and reviewed) on their own.
+"""
+
+from __future__ import annotations
+
+# What the candidate is told to do instead, per rule. Written for the LLM that must fix its kernel.
+HINTS: dict[str, str] = {
+    "syntax": "fix the syntax error so the file parses",
+    "torch_compute": (
+        "compute it in your own Triton/CuTe kernel; in forward only allocation (torch.empty*, zeros*), "
+        "views and reshapes, .contiguous(), dtype/device moves and kernel launches are allowed"
+    ),
+    "reference_access": (
+        "write ModelNew as a standalone nn.Module; do not import, subclass or call the reference "
+        "(Model, get_inputs, get_init_inputs) or the problem file"
+    ),
+    "introspection": (
+        "remove it; a kernel must not inspect frames, the garbage collector, loaded modules or "
+        "interpreter state"
+    ),
+    "threads": "do all work synchronously inside forward; threads, processes and async tasks are not allowed",
+    "subprocess": "remove it; starting processes or shell commands is not allowed",
+    "network": "remove it; network access is not allowed",
+    "ctypes": "write the kernel in Triton or CuTe DSL; native code through ctypes/cffi/C++ extensions is not allowed",
+    "file_io": "remove it; reading or writing files is not allowed, keep all state in memory",
+    "env_access": "use constants or constructor arguments; reading or changing environment variables is not allowed",
+    "eval_exec": "write the code directly in the file; eval/exec/compile of strings is not allowed",
+    "monkey_patch": (
+        "do not modify torch, triton or other libraries, global PyTorch settings or hooks; set "
+        "attributes only on self, ctx or your own classes"
+    ),
+    "try_around_kernel": (
+        "remove the try/except around the kernel path: let errors propagate and choose launch "
+        "settings that always work"
+    ),
+    "stream_creation": (
+        "launch on the current stream (torch.cuda.current_stream()); do not create, switch or "
+        "capture CUDA streams or graphs"
+    ),
+    "forbidden_import": (
+        "import only torch, triton, cutlass, cuda (cuda-bindings), numpy, einops and the standard "
+        "modules math, functools, typing, dataclasses, enum, operator, itertools, collections, "
+        "numbers, abc, warnings, contextlib"
+    ),
+    "dynamic_import": "use plain import statements for the allowed modules",
+    "dynamic_attr": "write attribute names out in the source (e.g. torch.float16), not names computed at run time",
+    "tensor_subclass": (
+        "return plain torch.Tensor outputs written by your kernel; tensor subclasses and "
+        "__torch_function__/__torch_dispatch__ are not allowed"
+    ),
+}
+
+# Top-level modules a candidate may import. os and sys are judged per attribute used.
+ALLOWED_IMPORT_ROOTS = frozenset({
+    "torch", "triton", "cutlass", "cuda", "math", "functools", "typing", "typing_extensions",
+    "dataclasses", "enum", "operator", "itertools", "collections", "numbers", "abc", "numpy",
+    "einops", "__future__", "warnings", "contextlib", "os", "sys",
+})
+
+# Module names that mean "the reference or the verifier".
+REFERENCE_MODULES = frozenset({
+    "op", "reference", "problem", "kernelagent", "__main__", "__mp_main__", "ref", "model",
+})
+REFERENCE_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs", "get_test_inputs"})
+
+_OS_SUBPROCESS = (
+    "system popen execv execve execl execle execlp execlpe execvp execvpe spawnl spawnle spawnlp "
+    "spawnlpe spawnv spawnve spawnvp spawnvpe fork forkpty posix_spawn posix_spawnp kill killpg "
+    "abort _exit"
+).split()
+_OS_FILES = (
+    "remove unlink rename renames replace makedirs mkdir rmdir removedirs open fdopen read write "
+    "listdir scandir walk chdir chmod chown link symlink truncate path stat lstat mkfifo mknod "
+    "sendfile pipe dup dup2 close utime access getcwd fspath"
+).split()
+_OS_ENV = "environ environb getenv getenvb putenv unsetenv".split()
+# os/sys attributes that are harmless to read.
+OS_OK = frozenset({"sep", "linesep", "name", "cpu_count", "getpid", "pathsep", "curdir"})
+SYS_OK = frozenset({
+    "version", "version_info", "hexversion", "maxsize", "platform", "byteorder", "float_info",
+    "int_info", "implementation", "stdout", "stderr", "getsizeof", "float_repr_style",
+})
+
+# Qualified-name prefix -> rule, for names that are not allowed anywhere in the file.
+BANNED: dict[str, str] = {
+    **{m: "threads" for m in (
+        "threading", "_thread", "concurrent", "multiprocessing", "asyncio", "sched", "queue",
+        "_asyncio", "torch.multiprocessing",
+    )},
+    **{m: "subprocess" for m in ("subprocess", "pty", "pexpect", "_posixsubprocess")},
+    **{f"os.{n}": "subprocess" for n in _OS_SUBPROCESS},
+    **{m: "network" for m in (
+        "socket", "http", "urllib", "urllib3", "requests", "httpx", "ssl", "ftplib", "smtplib",
+        "poplib", "imaplib", "telnetlib", "xmlrpc", "socketserver", "aiohttp", "websocket",
+        "websockets", "grpc", "paramiko", "select", "selectors", "torch.hub", "torch.distributed",
+    )},
+    **{m: "ctypes" for m in (
+        "ctypes", "_ctypes", "cffi", "mmap", "torch.utils.cpp_extension", "torch.ops.load_library",
+        "torch.classes.load_library", "numpy.ctypeslib",
+    )},
+    **{m: "file_io" for m in (
+        "io", "_io", "pathlib", "shutil", "tempfile", "pickle", "_pickle", "cPickle", "marshal",
+        "shelve", "dbm", "sqlite3", "glob", "fileinput", "zipfile", "tarfile", "gzip", "bz2", "lzma",
+        "builtins.open", "torch.save", "torch.load", "torch.from_file", "numpy.save", "numpy.savez",
+        "numpy.savez_compressed", "numpy.load", "numpy.loadtxt", "numpy.savetxt", "numpy.genfromtxt",
+        "numpy.fromfile", "numpy.memmap",
+    )},
+    **{f"os.{n}": "file_io" for n in _OS_FILES},
+    **{f"os.{n}": "env_access" for n in _OS_ENV},
+    **{m: "introspection" for m in (
+        "gc", "inspect", "builtins", "__builtin__", "traceback", "types", "dis", "atexit", "signal",
+        "weakref", "faulthandler", "tracemalloc", "linecache", "pdb", "bdb", "trace", "cProfile",
+        "profile", "copyreg", "sys._getframe", "sys._current_frames", "sys.modules", "sys.settrace",
+        "sys.setprofile", "sys.gettrace", "sys.getprofile", "sys.meta_path", "sys.path_hooks",
+        "sys.path_importer_cache", "sys.path", "sys.addaudithook", "sys.excepthook",
+        "sys.displayhook", "sys.breakpointhook", "sys.getrefcount", "sys.setrecursionlimit",
+        "sys.exc_info", "sys.exception", "sys.last_traceback", "builtins.globals", "builtins.locals",
+        "builtins.vars", "builtins.breakpoint",
+    )},
+    **{m: "eval_exec" for m in ("builtins.eval", "builtins.exec", "builtins.compile", "code", "codeop")},
+    **{m: "dynamic_import" for m in (
+        "importlib", "imp", "runpy", "pkgutil", "zipimport", "builtins.__import__",
+    )},
+    **{m: "monkey_patch" for m in (
+        "unittest.mock", "torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.random",
+        "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.set_rng_state",
+        "torch.cuda.set_rng_state_all", "torch.cuda.seed", "torch.cuda.seed_all",
+        "torch.set_default_dtype", "torch.set_default_device", "torch.set_default_tensor_type",
+        "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms",
+        "torch.set_deterministic_debug_mode", "torch.set_flush_denormal", "torch.set_num_threads",
+        "torch.set_num_interop_threads", "torch.cuda.set_per_process_memory_fraction",
+        "torch.cuda.memory.set_per_process_memory_fraction", "torch.cuda.memory.change_current_allocator",
+        "torch.cuda.memory.CUDAPluggableAllocator", "torch.cuda.change_current_allocator",
+        "torch.cuda.CUDAPluggableAllocator", "torch.overrides", "torch.autograd.graph",
+        "torch.nn.modules.module.register_module_forward_hook",
+        "torch.nn.modules.module.register_module_forward_pre_hook",
+        "torch.nn.modules.module.register_module_full_backward_hook",
+        "torch.nn.modules.module.register_module_full_backward_pre_hook",
+        "torch.nn.modules.module.register_module_backward_hook",
+        "torch.nn.modules.module.register_module_buffer_registration_hook",
+        "torch.nn.modules.module.register_module_parameter_registration_hook",
+        "torch.nn.modules.module.register_module_module_registration_hook",
+    )},
+}
+
+# Called, these create, switch or capture streams (the stream_creation rule).
+STREAM_CALLS = frozenset({
+    "torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.cuda.stream", "torch.cuda.set_stream",
+    "torch.cuda.ExternalStream", "torch.cuda.streams.ExternalStream", "torch.cuda.StreamContext",
+    "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables",
+    "torch.cuda.default_stream", "torch.Stream", "torch.StreamContext", "torch.accelerator.set_stream",
+    "torch.cuda.use_mem_pool", "triton.runtime.driver.active.set_current_stream",
+    "cuda.bindings.driver.cuStreamCreate", "cuda.bindings.driver.cuStreamCreateWithPriority",
+    "cuda.bindings.driver.cuStreamBeginCapture", "cuda.bindings.driver.cuGraphCreate",
+    "cuda.bindings.runtime.cudaStreamCreate", "cuda.bindings.runtime.cudaStreamCreateWithFlags",
+    "cuda.bindings.runtime.cudaStreamCreateWithPriority", "cuda.bindings.runtime.cudaStreamBeginCapture",
+    "cuda.cuda.cuStreamCreate", "cuda.cudart.cudaStreamCreate", "cutlass.torch.default_stream",
+})
+CUSTREAM_TYPES = frozenset({"cuda.bindings.driver.CUstream", "cuda.cuda.CUstream", "cuda.CUstream"})
+
+# Attribute names that reach into frames, code objects or the class hierarchy.
+INTROSPECTION_ATTRS = frozenset({
+    "f_back", "f_locals", "f_globals", "f_code", "f_builtins", "f_trace", "tb_frame", "tb_next",
+    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "__globals__", "__code__",
+    "__closure__", "__builtins__", "__subclasses__", "__mro__", "__bases__", "__base__",
+    "__wrapped__", "__defaults__", "__kwdefaults__", "__loader__", "__spec__", "__traceback__",
+    "__import__", "co_consts", "co_code", "cell_contents",
+})
+# Assigning these rewires an object, whoever owns it.
+PATCH_ATTRS = frozenset({"__class__", "__code__", "__globals__", "__defaults__", "__kwdefaults__", "__dict__"})
+
+# torch.library namespaces that belong to PyTorch itself.
+TORCH_OP_NAMESPACES = frozenset({
+    "aten", "prims", "prim", "_prims", "c10d", "_c10d_functional", "c10d_functional", "quantized",
+    "_quantized", "sparse", "mkldnn", "_test", "profiler", "inductor", "higher_order", "cuda",
+})
+
+TORCH_AUTOGRAD_FUNCTION = frozenset({
+    "torch.autograd.Function", "torch.autograd.function.Function", "torch.autograd.function.InplaceFunction",
+})
+TORCH_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+TORCH_CONTAINER_BASES = frozenset({
+    "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "torch.nn.ParameterDict",
+})
+TORCH_TENSOR_BASES = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter"})
+
+# Methods the forward path is expected to call on its tensors (allocation, views, moves, metadata).
+TENSOR_NONTENSOR_METHODS = frozenset({
+    "size", "stride", "numel", "nelement", "dim", "ndimension", "data_ptr", "element_size",
+    "is_contiguous", "is_floating_point", "is_complex", "get_device", "storage_offset", "item",
+    "tolist", "untyped_storage", "__dlpack__", "__dlpack_device__", "is_pinned", "is_shared",
+    "is_signed", "dim_order",
+})
+TENSOR_ALLOWED_METHODS = TENSOR_NONTENSOR_METHODS | frozenset({
+    "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "contiguous", "expand",
+    "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "select", "as_strided",
+    "split", "chunk", "unbind", "movedim", "moveaxis", "swapaxes", "swapdims", "unfold", "to",
+    "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "byte", "char", "cuda",
+    "cpu", "type", "type_as", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full",
+    "new_tensor", "zero_", "fill_", "clone", "copy_", "detach", "detach_", "requires_grad_",
+    "pin_memory", "view_dtype", "tensor_split",
+})
+TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
+
+# Tensor methods that compute; used when the receiver's type is not known.
+TENSOR_COMPUTE_METHODS = frozenset((
+    "abs abs_ absolute acos acosh addbmm addcdiv addcmul addmm addmv addr add_ all allclose amax "
+    "amin aminmax angle any apply_ arccos arcsin arctan argmax argmin argsort asin asinh atan atan2 "
+    "atanh baddbmm bernoulli bernoulli_ bincount bitwise_and bitwise_not bitwise_or bitwise_xor bmm "
+    "ceil ceil_ clamp clamp_ clamp_max clamp_min clip clip_ cos cosh count_nonzero cross cummax "
+    "cummin cumprod cumsum cumsum_ deg2rad diag diag_embed diff digamma dist div div_ divide dot "
+    "eig eq equal erf erfc erfinv exp exp_ exp2 expm1 exponential_ fix flip fliplr flipud float_power "
+    "floor floor_ floor_divide fmax fmin fmod frac gather gcd ge geometric_ ger greater gt "
+    "hardshrink heaviside histc hypot i0 index_add index_add_ index_copy index_copy_ index_fill "
+    "index_fill_ index_put index_put_ index_reduce index_select inner inverse isclose isfinite isinf "
+    "isnan isneginf isposinf isreal kron kthvalue lcm ldexp le lerp lerp_ less lgamma log log10 "
+    "log1p log2 log_ log_normal_ log_softmax logaddexp logaddexp2 logcumsumexp logdet logical_and "
+    "logical_not logical_or logical_xor logit logsumexp lt lu map_ masked_fill masked_fill_ "
+    "masked_scatter masked_scatter_ masked_select matmul matrix_exp matrix_power max maximum mean "
+    "median min minimum mm mode msort mul mul_ multinomial multiply mv mvlgamma nan_to_num "
+    "nan_to_num_ nanmean nanmedian nanquantile nansum ne neg neg_ negative nextafter nonzero norm "
+    "normal_ not_equal outer pinverse polygamma positive pow pow_ prod put put_ qr quantile "
+    "rad2deg random_ ravel reciprocal reciprocal_ relu relu_ remainder renorm repeat "
+    "repeat_interleave resize_ roll rot90 round round_ rsqrt rsqrt_ scatter scatter_ scatter_add "
+    "scatter_add_ scatter_reduce sgn sigmoid sigmoid_ sign signbit sin sinc sinh slogdet softmax "
+    "sqrt sqrt_ square square_ std sub sub_ subtract sum sum_to_size svd take take_along_dim tan "
+    "tanh tanh_ tensordot tile topk trace tril tril_ triu triu_ true_divide trunc uniform_ unique "
+    "unique_consecutive var vdot where xlogy xlogy_ __add__ __radd__ __iadd__ __sub__ __rsub__ "
+    "__isub__ __mul__ __rmul__ __imul__ __matmul__ __rmatmul__ __imatmul__ __truediv__ "
+    "__rtruediv__ __itruediv__ __floordiv__ __rfloordiv__ __mod__ __pow__ __rpow__ __neg__ "
+    "__abs__ __and__ __or__ __xor__ __invert__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ "
+    "__lshift__ __rshift__ __getitem__ __setitem__"
+).split())
+
+# torch functions the forward path may call: name -> True when the result is a tensor.
+TORCH_ALLOWED_CALLS: dict[str, bool] = {
+    **{f"torch.{n}": True for n in (
+        "empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange tensor "
+        "as_tensor scalar_tensor from_numpy from_dlpack reshape permute transpose t squeeze unsqueeze "
+        "flatten unflatten narrow select as_strided split chunk unbind movedim moveaxis swapaxes "
+        "swapdims broadcast_to view_as_real view_as_complex detach clone tensor_split"
+    ).split()},
+    "torch.utils.dlpack.from_dlpack": True,
+    **{f"torch.{n}": False for n in (
+        "Size finfo iinfo device no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled "
+        "is_inference_mode_enabled is_tensor is_floating_point is_complex get_default_dtype "
+        "result_type promote_types can_cast broadcast_shapes numel is_nonzero"
+    ).split()},
+    **{f"torch.cuda.{n}": False for n in (
+        "current_stream current_device get_device_properties get_device_capability get_device_name "
+        "device device_of is_available device_count synchronize is_current_stream_capturing "
+        "nvtx.range_push nvtx.range_pop nvtx.range nvtx.mark"
+    ).split()},
+    "torch.utils.dlpack.to_dlpack": False,
+    "torch.library.wrap_triton": False,
+    "torch.compiler.is_compiling": False,
+    "torch.compiler.is_dynamo_compiling": False,
+    "torch.jit.is_scripting": False,
+    "torch.jit.is_tracing": False,
+    "torch.autograd.function.once_differentiable": False,
+    "torch.get_device": False,
+}
+
+# torch names that are values (namespaces, dtypes, constants), never compute when mentioned.
+TORCH_NAMESPACES = frozenset({
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.modules", "torch.cuda",
+    "torch.cuda.amp", "torch.amp", "torch.autograd", "torch.autograd.function", "torch.library",
+    "torch.ops", "torch.utils", "torch.utils.dlpack", "torch.linalg", "torch.fft", "torch.special",
+    "torch.backends", "torch.testing", "torch.jit", "torch.compiler", "torch.types", "torch.version",
+    "torch.cuda.nvtx", "torch.nn.parameter",
+})
+TORCH_CONSTANTS = frozenset((
+    "float float16 float32 float64 double half bfloat16 int int8 int16 int32 int64 long short uint8 "
+    "uint16 uint32 uint64 bool complex32 complex64 complex128 cfloat cdouble chalf float8_e4m3fn "
+    "float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 qint8 quint8 qint32 "
+    "quint4x2 strided sparse_coo sparse_csr jagged contiguous_format channels_last channels_last_3d "
+    "preserve_format inf nan pi e newaxis __version__ cuda hip git_version"
+).split())
+
+NN_MODULE_OK_METHODS = frozenset({
+    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+    "children", "named_children", "register_buffer", "register_parameter", "extra_repr", "training",
+    "get_parameter", "get_buffer", "get_submodule", "__init__",
+})
+HOOK_PREFIXES = ("register_", "_register_")
+
+BUILTIN_TENSOR_COMPUTE = frozenset({"sum", "max", "min", "abs", "pow", "round", "divmod", "sorted"})
+OPERATOR_ALWAYS = frozenset({"matmul", "imatmul", "__matmul__"})

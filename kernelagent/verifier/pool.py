@@ -1,0 +1,146 @@
+"""Worker processes: one request each, a hard timeout, a memory watchdog, and a pool kept warm.
+
+Isolation must not cost start-up time: the pool holds pre-started workers (torch and triton already
+imported, blocked on stdin); each serves one request and is then replaced in the background.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelagent.verifier.sandbox import default_memory_limit_mb, kill_group, make_workdir, rss_mb, spawn_worker
+
+
+@dataclass
+class WorkerResult:
+    status: str                     # ok | timeout | crashed | oom
+    result: dict[str, Any] = field(default_factory=dict)
+    returncode: int | None = None
+    seconds: float = 0.0
+    stderr_tail: str = ""
+    stdout_tail: str = ""
+    workdir: str = ""
+
+    @property
+    def died_how(self) -> str:
+        rc = self.returncode
+        if rc is None:
+            return "unknown"
+        if rc < 0:
+            try:
+                return f"killed by signal {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exited with status {rc} before reporting"
+
+
+class Worker:
+    """A started worker process with its own work directory."""
+
+    def __init__(self, mode: str, root: Path | None = None):
+        self.mode = mode
+        self.workdir = make_workdir(root)
+        self.proc = spawn_worker(self.workdir, mode)
+        self.started = time.monotonic()
+
+    def run(self, request: dict[str, Any], timeout: float, memory_limit_mb: int | None = None) -> WorkerResult:
+        out_dir = Path(request.setdefault("out_dir", str(self.workdir / "out")))
+        limit = memory_limit_mb or default_memory_limit_mb()
+        t0 = time.monotonic()
+        status = "ok"
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        stop = threading.Event()
+        oom = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(limit, stop, oom), daemon=True)
+        watchdog.start()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+            kill_group(self.proc)
+        finally:
+            stop.set()
+        kill_group(self.proc)  # the candidate may have left children behind
+        if oom.is_set():
+            status = "oom"
+        result_file = out_dir / "result.json"
+        result: dict[str, Any] = {}
+        if status == "ok" and result_file.exists():
+            try:
+                result = json.loads(result_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                status = "crashed"
+        elif status == "ok":
+            status = "crashed"
+        return WorkerResult(status=status, result=result, returncode=self.proc.returncode,
+                            seconds=time.monotonic() - t0, stderr_tail=_tail(self.workdir / "stderr.log"),
+                            stdout_tail=_tail(self.workdir / "stdout.log"), workdir=str(self.workdir))
+
+    def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event) -> None:
+        while not stop.wait(0.2):
+            if rss_mb(self.proc.pid) > limit_mb:
+                oom.set()
+                kill_group(self.proc)
+                return
+
+    def discard(self, keep: bool = False) -> None:
+        kill_group(self.proc)
+        if not keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode(errors="replace")
+
+
+class WorkerPool:
+    """Keeps `size` idle workers per mode; `acquire` hands one out and starts its replacement."""
+
+    def __init__(self, size: int = 1, root: Path | None = None):
+        self.size, self.root = size, root
+        self._idle: dict[str, list[Worker]] = {}
+        self._lock = threading.Lock()
+
+    def warm(self, *modes: str) -> None:
+        for mode in modes:
+            with self._lock:
+                missing = self.size - len(self._idle.setdefault(mode, []))
+            for _ in range(max(0, missing)):
+                w = Worker(mode, self.root)
+                with self._lock:
+                    self._idle[mode].append(w)
+
+    def acquire(self, mode: str) -> Worker:
+        with self._lock:
+            idle = self._idle.setdefault(mode, [])
+            worker = next((w for w in idle if w.proc.poll() is None), None)
+            if worker is not None:
+                idle.remove(worker)
+        if worker is None:
+            worker = Worker(mode, self.root)
+        if self.size > 0:
+            threading.Thread(target=self.warm, args=(mode,), daemon=True).start()
+        return worker
+
+    def close(self) -> None:
+        with self._lock:
+            workers = [w for ws in self._idle.values() for w in ws]
+            self._idle.clear()
+        for w in workers:
+            w.discard()

@@ -1,0 +1,107 @@
+"""Parent side of the sandbox: scrubbed environment, per-worker directories, process-group kill.
+
+A worker is `python -m kernelagent.verifier.worker`, started in its own session (process group) with
+an environment built from an allowlist: API keys, tokens and proxies never reach candidate code.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Variables a worker may inherit. Everything else (API keys, tokens, proxies, credentials) is dropped.
+_ALLOWED_EXACT = {
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME",
+    "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS", "VIRTUAL_ENV", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "CUTE_DSL_ARCH", "PYTHONUNBUFFERED",
+}
+_ALLOWED_PREFIXES = ("NVIDIA_", "KERNELAGENT_TEST_")
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PROXY", "COOKIE")
+
+
+def scrubbed_env(workdir: Path, mode: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a worker: the allowlist, minus anything that looks secret, plus own dirs."""
+    env: dict[str, str] = {}
+    for k, v in os.environ.items():
+        if any(m in k.upper() for m in _SECRET_MARKERS):
+            continue
+        if k in _ALLOWED_EXACT or k.startswith(_ALLOWED_PREFIXES):
+            env[k] = v
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")])
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
+    for sub in ("home", "tmp", "triton", "cute", "inductor", "cache"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    env.update({
+        "HOME": str(workdir / "home"), "TMPDIR": str(workdir / "tmp"), "XDG_CACHE_HOME": str(workdir / "cache"),
+        "TRITON_CACHE_DIR": str(workdir / "triton"), "CUTE_DSL_CACHE_DIR": str(workdir / "cute"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor"), "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0",
+        "KERNELAGENT_WORKER_MODE": mode,
+    })
+    if mode in ("cpu", "aot"):
+        if mode == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    env.setdefault("OMP_NUM_THREADS", "2" if mode == "cpu" else "4")
+    env.update(extra or {})
+    return env
+
+
+def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
+    base = root or Path(os.environ.get("KERNELAGENT_SCRATCH", tempfile.gettempdir()))
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def spawn_worker(workdir: Path, mode: str) -> subprocess.Popen:
+    """Start a worker in its own process group; it imports torch/triton, then waits for a request."""
+    env = scrubbed_env(workdir, mode)
+    out = open(workdir / "stdout.log", "wb")  # noqa: SIM115 - owned by the Popen
+    err = open(workdir / "stderr.log", "wb")  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kernelagent.verifier.worker", str(workdir)],
+            stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=str(workdir), env=env,
+            start_new_session=True, close_fds=True)
+    finally:
+        out.close()
+        err.close()
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill the worker and everything it started (its whole process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return 0.0
+    return 0.0
+
+
+def default_memory_limit_mb() -> int:
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        return int(pages * size / 2**20 * 0.75)
+    except (ValueError, OSError):
+        return 16384

@@ -1,0 +1,91 @@
+"""Verifier worker process: `python -m kernelagent.verifier.worker WORKDIR`.
+
+Isolates itself (network namespace, audit hook), imports torch and triton, then blocks on one JSON
+request on stdin; serves it (role `reference`, `candidate` or `aot`), writes `out/result.json` and
+exits without running any exit handlers a candidate may have registered. One request per process.
+Imports only the standard library, torch, triton and (for CuTe DSL) cutlass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def _warm_imports(mode: str) -> dict[str, str]:
+    import torch
+    import torch._dynamo  # noqa: F401 - imported lazily by dispatch modes; it rebinds torch functions
+
+    versions = {"torch": torch.__version__, "python": sys.version.split()[0]}
+    try:
+        import triton
+        versions["triton"] = triton.__version__
+    except ImportError:
+        versions["triton"] = ""
+    if mode == "cuda" and torch.cuda.is_available():
+        torch.zeros(1, device="cuda")  # create the context while idle in the pool
+        versions["gpu"] = torch.cuda.get_device_name()
+        versions["capability"] = "sm_%d%d" % torch.cuda.get_device_capability()
+        versions["cuda"] = torch.version.cuda or ""
+    return versions
+
+
+def _serve(req: dict, state: object, workdir: Path) -> dict:
+    role = req["role"]
+    if role == "reference":
+        from kernelagent.verifier.reference_run import run_reference
+        return {"meta": run_reference(req)}
+    if role == "candidate":
+        from kernelagent.verifier.candidate_run import CandidateRunner
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"facts": CandidateRunner(req, state).run()}
+    if role == "aot":
+        from kernelagent.verifier.aot import run_aot
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"aot": run_aot(req, state)}
+    raise ValueError(f"unknown role {role!r}")
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1]).resolve()
+    mode = os.environ.get("KERNELAGENT_WORKER_MODE", "cpu")
+    from kernelagent.verifier import guard
+
+    netns = guard.isolate_network()
+    state = guard.GuardState(workdir=str(workdir))
+    guard.install_audit_hook(state)
+    t0 = time.perf_counter()
+    env = _warm_imports(mode)
+    env.update(mode=mode, sandbox_network=netns, import_seconds=round(time.perf_counter() - t0, 3))
+    (workdir / "ready").write_text("1")
+    line = sys.stdin.readline()
+    if not line.strip():
+        os._exit(0)
+    req = json.loads(line)
+    out_dir = Path(req.get("out_dir") or workdir / "out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t1 = time.perf_counter()
+    try:
+        result = _serve(req, state, workdir)
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which assigns blame
+        from kernelagent.problem import ProblemError
+        kind = "problem" if isinstance(e, ProblemError) else "internal"
+        result = {"error": {"kind": kind, "type": type(e).__name__, "message": str(e)[:4000],
+                            "traceback": traceback.format_exc()[-6000:]}}
+    result["environment"] = env
+    result["seconds"] = round(time.perf_counter() - t1, 3)
+    state.active = False
+    tmp = out_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, default=str))
+    tmp.replace(out_dir / "result.json")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
