@@ -80,6 +80,25 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+_AT = re.compile(r"^at (\d+):(\d+):")
+
+
+def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
+    """One line: which kernel, which source line, and the error itself."""
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else type(exc).__name__
+    m = _AT.match(text)
+    where = ""
+    if m:
+        try:
+            first = fn.fn.__code__.co_firstlineno
+            where = f" at line {first + int(m.group(1)) - 1}"
+        except AttributeError:
+            where = f" at kernel line {m.group(1)}"
+    return f"compiling {kernel} for sm_90a failed{where}: {last[:300]}"
+
+
 def run_aot(req: dict[str, Any], state: Any) -> dict[str, Any]:
     """Compile every recorded launch; the first real compile error is returned as `error`."""
     state.candidate_file = str(Path(req["candidate"]).resolve())
@@ -102,7 +121,8 @@ def run_aot(req: dict[str, Any], state: Any) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a compile failure is the candidate's
             category, message = classify_exception(e, state.candidate_file)
             if category == "compile_error" and error is None:
-                error = {"category": category, "message": f"compiling {r['kernel']} for sm_90a: {message}"}
+                error = {"category": category, "message": triton_error_line(e, fn, r["kernel"]),
+                         "detail": message}
             elif category != "compile_error":
                 skipped.append(f"{r['kernel']}: {type(e).__name__}: {str(e)[:200]}")
     return {"kernels": kernels, "error": error, "skipped": skipped}

@@ -252,6 +252,24 @@ class CandidateRunner:
             self.facts["notes"].append(f"could not collect facts after the failure: {type(e).__name__}")
 
 
+def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
+    """One warm-up forward, then one inside the NVTX range that profilers are pointed at."""
+    from kernelagent.verifier.profiling import NVTX_RANGE
+    from kernelagent.verifier.timed_run import timing_trial_ids
+
+    runner = CandidateRunner(req, state)
+    runner.prepare()
+    runner.load_candidate()
+    tid = timing_trial_ids(runner.meta)[0] if req.get("main_set", True) else runner.meta["trials"][0]["id"]
+    data = runner.trials[tid]
+    runner.load_state(data["state"])
+    runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    torch.cuda.nvtx.range_pop()
+    return {"trial": tid, "launches": res["launches"]}
+
+
 def _devices(leaves: list[Any]) -> list[str]:
     return [x.device.type if isinstance(x, torch.Tensor) else "" for x in leaves]
 

@@ -13,7 +13,12 @@ from typing import Any
 import torch
 
 from kernelagent.verifier import tensorio
-from kernelagent.verifier.compare import LeafResult, TrialResult, compare_outputs, looks_like_reduced_precision
+from kernelagent.verifier.compare import (
+    LeafResult,
+    TrialResult,
+    compare_outputs,
+    looks_like_reduced_precision,
+)
 from kernelagent.verifier.integrity import poison_value
 
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events

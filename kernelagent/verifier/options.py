@@ -18,3 +18,4 @@ class VerifyOptions:
     cpu_max_elements: int = 1 << 20      # on CPU, input sets larger than this are skipped (interpreter speed)
     secret: int = field(default_factory=lambda: secrets.randbits(31))  # seed base, never shown to candidates
     keep_workdir: bool = False
+    static_policy: bool = True      # only the sandbox's own tests turn this off, to test the dynamic layers alone

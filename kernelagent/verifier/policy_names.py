@@ -10,7 +10,17 @@ from __future__ import annotations
 import ast
 import builtins
 
-from kernelagent.verifier.policy_scopes import Binding, ClassInfo, FuncInfo, ModuleInfo, Scope, Val
+from kernelagent.verifier.policy_fixpoint import KeyedSolver
+from kernelagent.verifier.policy_fold import StringFolding
+from kernelagent.verifier.policy_scopes import (
+    Binding,
+    ClassInfo,
+    FuncInfo,
+    ModuleInfo,
+    Scope,
+    Val,
+    is_container,
+)
 from kernelagent.verifier.policy_tables import TORCH_AUTOGRAD_FUNCTION, TORCH_MODULE_BASES
 
 EMPTY: frozenset[Val] = frozenset()
@@ -19,20 +29,18 @@ _PASS_THROUGH = frozenset({
     "functools.partial", "builtins.staticmethod", "builtins.classmethod", "functools.wraps",
     "functools.cache", "functools.lru_cache", "builtins.property", "functools.cached_property",
 })
-_STR_METHODS = frozenset({
-    "upper", "lower", "strip", "lstrip", "rstrip", "casefold", "title", "capitalize", "swapcase",
-    "removeprefix", "removesuffix", "replace", "format", "decode", "encode", "join",
-})
+_OP_WRAPPERS = frozenset({"torch.library.custom_op", "torch.library.triton_op"})
 _AUTOGRAD_ENTRY = ("forward", "backward", "setup_context", "jvp", "vjp")
-_MAX_DEPTH = 40
+_MAX_DEPTH = 400  # nested lookups followed before giving up (and reporting the code as too indirect)
 
 
-class Resolver:
+class Resolver(StringFolding):
     """Resolves expressions of one module to sets of `Val`s; memoised, safe on cycles."""
 
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
         self.custom_ops: dict[str, FuncInfo] = {}  # "torch.ops.ns.name" -> the candidate's function
+        self.solver: KeyedSolver[frozenset[Val]] = KeyedSolver(EMPTY, max_depth=200)
         self._memo: dict[int, frozenset[Val]] = {}
         self._busy: set[int] = set()
         self._fold_busy: set[int] = set()
@@ -41,6 +49,12 @@ class Resolver:
     def reset(self) -> None:
         """Forget memoised answers (after new facts were recorded)."""
         self._memo.clear()
+        self.solver.clear()
+
+    @property
+    def too_deep(self) -> bool:
+        """Some name went through more assignments than are followed; its meaning is unknown."""
+        return self.solver.too_deep
 
     def _apply_attr_assigns(self) -> None:
         for base, attr, value, scope in self.info.attr_assigns:
@@ -48,6 +62,24 @@ class Resolver:
                 if val.kind in ("self", "inst", "class") and val.node in self.info.classes:
                     self.info.classes[val.node].attrs.setdefault(attr, []).append(("expr", value, scope))
         self.reset()
+        for container, value, scope in self.info.container_adds:
+            for bindings in self._container_bindings(container, scope):
+                bindings.append(("expr", value, scope))
+        self.reset()
+
+    def _container_bindings(self, container: ast.expr, scope: Scope) -> list[list[Binding]]:
+        """Binding lists of `container` (a name or an attribute) that hold a list/dict/set."""
+        if isinstance(container, ast.Name):
+            candidates = [self.lookup(container.id, scope)]
+        elif isinstance(container, ast.Attribute):
+            candidates = [
+                self.info.classes[v.node].attrs.setdefault(container.attr, [])
+                for v in self.resolve(container.value, scope)
+                if v.kind in ("self", "inst", "class") and v.node in self.info.classes
+            ]
+        else:
+            return []
+        return [b for b in candidates if any(item[0] == "expr" and is_container(item[1]) for item in b)]
 
     # --- names --------------------------------------------------------------------------------
     def lookup(self, name: str, scope: Scope) -> list[Binding]:
@@ -65,6 +97,16 @@ class Resolver:
             return [("val", Val("ref", f"builtins.{name}"))]
         return []
 
+    def name_vals(self, name: str, scope: Scope) -> frozenset[Val]:
+        """What a name may stand for: the union over all its bindings."""
+        bindings = self.lookup(name, scope)
+        if all(b[0] == "val" for b in bindings):  # imports, defs, builtins (lists made on the fly)
+            return frozenset(b[1] for b in bindings)
+        return self.solver.get(("n", id(bindings)), lambda: self.union_vals(bindings))
+
+    def union_vals(self, items: list[Binding]) -> frozenset[Val]:
+        return frozenset().union(*(self.binding_vals(b) for b in items))
+
     def binding_vals(self, item: Binding) -> frozenset[Val]:
         if item[0] == "val":
             return frozenset({item[1]})
@@ -79,13 +121,17 @@ class Resolver:
         if key in self._memo:
             return self._memo[key]
         if key in self._busy or len(self._busy) > _MAX_DEPTH:
+            self.solver.too_deep = self.solver.too_deep or key not in self._busy
+            self.solver.provisional_uses += 1
             return EMPTY
+        before = self.solver.provisional_uses
         self._busy.add(key)
         try:
             result = self._resolve(expr, scope)
         finally:
             self._busy.discard(key)
-        self._memo[key] = result
+        if self.solver.provisional_uses == before or (self.solver.idle and not self._busy):
+            self._memo[key] = result  # final: nothing unfinished went into it
         return result
 
     def _resolve(self, expr: ast.AST, scope: Scope) -> frozenset[Val]:
@@ -93,7 +139,7 @@ class Resolver:
         if access is not None:
             return self.attr_of(self.resolve(access[0], scope), access[1])
         if isinstance(expr, ast.Name):
-            return frozenset().union(*(self.binding_vals(b) for b in self.lookup(expr.id, scope)))
+            return self.name_vals(expr.id, scope)
         if isinstance(expr, ast.Call):
             return self._resolve_call(expr, scope)
         if isinstance(expr, ast.Subscript):
@@ -143,6 +189,11 @@ class Resolver:
         if val.kind == "ref":
             if val.name in _PASS_THROUGH and call.args:
                 return self.resolve(call.args[0], scope)
+            if val.name in _OP_WRAPPERS:  # custom_op("ns::name", fn, ...) wraps fn
+                fn = call.args[1] if len(call.args) >= 2 else next(
+                    (k.value for k in call.keywords if k.arg == "fn"), None)
+                if fn is not None:
+                    return self.resolve(fn, scope)
             if val.name == "builtins.super":
                 cls = _enclosing_class(scope)
                 return frozenset({Val("super", node=cls)}) if cls is not None else EMPTY
@@ -173,13 +224,16 @@ class Resolver:
 
     def returns(self, node: ast.AST) -> frozenset[Val]:
         """What calling one of the candidate's functions may return."""
+        return self.solver.get(("r", id(node)), lambda: self._returns(node))
+
+    def _returns(self, node: ast.AST) -> frozenset[Val]:
         info = self.info.funcs.get(node)
         if info is None:
             return EMPTY
         if isinstance(node, ast.Lambda):
             return self.resolve(node.body, info.scope)
         out: set[Val] = set()
-        for ret in own_nodes(node):
+        for ret in self.info.body_nodes(node):
             if isinstance(ret, ast.Return) and ret.value is not None:
                 out |= self.resolve(ret.value, info.scope)
         return frozenset(out)
@@ -214,9 +268,6 @@ class Resolver:
         return obj, name, not literal
 
     def _is_ref(self, expr: ast.AST, scope: Scope, names: tuple[str, ...]) -> bool:
-        if isinstance(expr, ast.Name) and expr.id in ("getattr", "vars"):
-            bound = self.lookup(expr.id, scope)
-            return any(b[0] == "val" and b[1].name in names for b in bound)
         return any(v.kind == "ref" and v.name in names for v in self.resolve(expr, scope))
 
     def attr_of(self, vals: frozenset[Val], attr: str) -> frozenset[Val]:
@@ -228,30 +279,58 @@ class Resolver:
                 out.add(Val("func", node=self.custom_ops[qual].node) if qual in self.custom_ops else Val("ref", qual))
             elif val.kind in ("class", "inst", "self"):
                 out |= self._object_attr(val, attr)
+            elif val.kind == "func" and attr == "default" and val.node in self.custom_op_nodes():
+                out.add(val)
             elif val.kind == "super" and val.node is not None:
                 for base in self.local_bases(val.node):
                     out |= self.class_attr(base, attr)
                 out |= {Val("ref", f"{q}.{attr}") for q in self.external_bases(val.node)}
         return frozenset(out)
 
+    def custom_op_nodes(self) -> set[ast.AST]:
+        return {f.node for f in self.custom_ops.values()}
+
     def _object_attr(self, val: Val, attr: str) -> frozenset[Val]:
         if val.kind == "class" and attr == "apply" and self.is_autograd(val.node):
             return frozenset().union(*(self.class_attr(val.node, n) for n in _AUTOGRAD_ENTRY))
         found = self.class_attr(val.node, attr)
-        if found:
+        if not self.defines(val.node, attr) and val.kind == "self":  # a method only a subclass defines
+            subs = [c for c in self.info.classes if val.node in self._all_local_bases(c)]
+            found = frozenset().union(*(self.class_attr(c, attr) for c in subs))
+            if any(self.defines(c, attr) for c in subs):
+                return found
+        if found or self.defines(val.node, attr):
             return found
         return frozenset({Val("ref", f"{q}.{attr}") for q in self.external_bases(val.node)})
 
-    def class_attr(self, cls: ast.ClassDef, attr: str, depth: int = 0) -> frozenset[Val]:
-        """Methods and attributes named `attr` of a candidate class, its instances and local bases."""
-        info: ClassInfo | None = self.info.classes.get(cls)
+    def defines(self, cls: ast.ClassDef, attr: str, depth: int = 0) -> bool:
+        """Whether the candidate binds `attr` on the class, its instances or one of its local bases."""
+        info = self.info.classes.get(cls)
         if info is None or depth > 10:
+            return False
+        if attr in info.scope.bindings or attr in info.attrs:
+            return True
+        return any(self.defines(b, attr, depth + 1) for b in self.local_bases(cls))
+
+    def _all_local_bases(self, cls: ast.ClassDef, depth: int = 0) -> set[ast.ClassDef]:
+        direct = set(self.local_bases(cls))
+        if depth < 10:
+            for base in list(direct):
+                direct |= self._all_local_bases(base, depth + 1)
+        return direct
+
+    def class_attr(self, cls: ast.ClassDef, attr: str) -> frozenset[Val]:
+        """Methods and attributes named `attr` of a candidate class, its instances and local bases."""
+        return self.solver.get(("c", id(cls), attr), lambda: self._class_attr(cls, attr))
+
+    def _class_attr(self, cls: ast.ClassDef, attr: str) -> frozenset[Val]:
+        info: ClassInfo | None = self.info.classes.get(cls)
+        if info is None:
             return EMPTY
-        items = [*info.scope.bindings.get(attr, []), *info.attrs.get(attr, [])]
-        found = frozenset().union(*(self.binding_vals(b) for b in items))
+        found = self.union_vals([*info.scope.bindings.get(attr, []), *info.attrs.get(attr, [])])
         if found:
             return found
-        return frozenset().union(*(self.class_attr(b, attr, depth + 1) for b in self.local_bases(cls)))
+        return frozenset().union(*(self.class_attr(b, attr) for b in self.local_bases(cls)))
 
     # --- classes ------------------------------------------------------------------------------
     def base_vals(self, cls: ast.ClassDef) -> list[frozenset[Val]]:
@@ -275,121 +354,6 @@ class Resolver:
     def is_nn_module(self, cls: ast.ClassDef) -> bool:
         return any(q in TORCH_MODULE_BASES or q.startswith("torch.nn.") for q in self.external_bases(cls))
 
-    # --- strings ------------------------------------------------------------------------------
-    def fold(self, expr: ast.AST, scope: Scope, depth: int = 0) -> str | None:
-        """The string `expr` evaluates to when it is built only from constants; else None."""
-        if depth > _MAX_DEPTH or id(expr) in self._fold_busy:
-            return None
-        self._fold_busy.add(id(expr))
-        try:
-            return self._fold(expr, scope, depth + 1)
-        finally:
-            self._fold_busy.discard(id(expr))
-
-    def _fold(self, expr: ast.AST, scope: Scope, depth: int) -> str | None:
-        if isinstance(expr, ast.Constant):
-            if isinstance(expr.value, bytes):
-                return expr.value.decode("latin-1")
-            return expr.value if isinstance(expr.value, str) else None
-        if isinstance(expr, ast.JoinedStr):
-            return self._fold_joined(expr, scope, depth)
-        if isinstance(expr, ast.BinOp):
-            return self._fold_binop(expr, scope, depth)
-        if isinstance(expr, ast.Name):
-            return self._fold_name(expr.id, scope, depth)
-        if isinstance(expr, ast.Subscript):
-            return self._fold_slice(expr, scope, depth)
-        if isinstance(expr, ast.Call):
-            return self._fold_call(expr, scope, depth)
-        return None
-
-    def _fold_joined(self, expr: ast.JoinedStr, scope: Scope, depth: int) -> str | None:
-        parts = []
-        for part in expr.values:
-            inner = part.value if isinstance(part, ast.FormattedValue) else part
-            text = self.fold(inner, scope, depth)
-            if text is None:
-                return None
-            parts.append(text)
-        return "".join(parts)
-
-    def _fold_binop(self, expr: ast.BinOp, scope: Scope, depth: int) -> str | None:
-        left = self.fold(expr.left, scope, depth)
-        if isinstance(expr.op, ast.Add):
-            right = self.fold(expr.right, scope, depth)
-            return None if left is None or right is None else left + right
-        if isinstance(expr.op, ast.Mult) and left is not None:
-            count = _const_int(expr.right)
-            return left * count if count is not None and 0 <= count <= 64 else None
-        return None
-
-    def _fold_name(self, name: str, scope: Scope, depth: int) -> str | None:
-        bindings = self.lookup(name, scope)
-        values = {self.fold(b[1], b[2], depth) if b[0] == "expr" else None for b in bindings}
-        return values.pop() if len(values) == 1 else None
-
-    def _fold_slice(self, expr: ast.Subscript, scope: Scope, depth: int) -> str | None:
-        text = self.fold(expr.value, scope, depth)
-        if text is None:
-            return None
-        sl = expr.slice
-        if isinstance(sl, ast.Slice):
-            bounds = [None if b is None else _const_int(b) for b in (sl.lower, sl.upper, sl.step)]
-            given = [b for b in (sl.lower, sl.upper, sl.step) if b is not None]
-            if any(_const_int(b) is None for b in given) or bounds[2] == 0:
-                return None
-            return text[slice(*bounds)]
-        index = _const_int(sl)
-        return text[index] if index is not None and -len(text) <= index < len(text) else None
-
-    def _fold_call(self, call: ast.Call, scope: Scope, depth: int) -> str | None:
-        func = call.func
-        if isinstance(func, ast.Name) and func.id in ("str", "chr") and len(call.args) == 1:
-            if func.id == "chr":
-                code = _const_int(call.args[0])
-                return chr(code) if code is not None and 0 <= code < 0x110000 else None
-            return self.fold(call.args[0], scope, depth)
-        if isinstance(func, ast.Attribute) and func.attr in _STR_METHODS:
-            base = self.fold(func.value, scope, depth)
-            if base is None:
-                return None
-            if func.attr == "join":
-                items = self._fold_items(call.args[0], scope, depth) if len(call.args) == 1 else None
-                return None if items is None else base.join(items)
-            args = [self.fold(a, scope, depth) for a in call.args]
-            if any(a is None for a in args) or call.keywords:
-                return None
-            return _apply_str_method(base, func.attr, args)
-        return None
-
-    def _fold_items(self, expr: ast.AST, scope: Scope, depth: int) -> list[str] | None:
-        if isinstance(expr, (ast.List, ast.Tuple)):
-            items = [self.fold(e, scope, depth) for e in expr.elts]
-            return None if any(i is None for i in items) else items  # type: ignore[return-value]
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and len(expr.args) >= 1:
-            if expr.func.id == "reversed" and len(expr.args) == 1:
-                text = self.fold(expr.args[0], scope, depth)
-                items = list(text) if text is not None else self._fold_items(expr.args[0], scope, depth)
-                return None if items is None else items[::-1]
-            if expr.func.id == "map" and len(expr.args) == 2 and _is_name(expr.args[0], "chr"):
-                codes = _const_ints(expr.args[1])
-                return None if codes is None else [chr(c) for c in codes if 0 <= c < 0x110000]
-        text = self.fold(expr, scope, depth)
-        return list(text) if text is not None else None
-
-
-def own_nodes(func: ast.AST) -> list[ast.AST]:
-    """Nodes in a function's body, not descending into nested functions, lambdas or classes."""
-    out: list[ast.AST] = []
-    stack = list(getattr(func, "body", []))
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
 
 def _enclosing_class(scope: Scope) -> ast.ClassDef | None:
     current: Scope | None = scope
@@ -398,33 +362,3 @@ def _enclosing_class(scope: Scope) -> ast.ClassDef | None:
             return current.cls
         current = current.parent
     return None
-
-
-def _const_int(expr: ast.AST | None) -> int | None:
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
-        return expr.value
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-        inner = _const_int(expr.operand)
-        return None if inner is None else -inner
-    return None
-
-
-def _const_ints(expr: ast.AST) -> list[int] | None:
-    if not isinstance(expr, (ast.List, ast.Tuple)):
-        return None
-    values = [_const_int(e) for e in expr.elts]
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
-
-
-def _is_name(expr: ast.AST, name: str) -> bool:
-    return isinstance(expr, ast.Name) and expr.id == name
-
-
-def _apply_str_method(base: str, method: str, args: list[str | None]) -> str | None:
-    try:
-        result = getattr(base, method)(*args)
-    except (TypeError, ValueError, IndexError, KeyError, UnicodeError):
-        return None
-    if isinstance(result, bytes):
-        return result.decode("latin-1")
-    return result if isinstance(result, str) else None

@@ -76,6 +76,62 @@ class ModuleInfo:
     scopes: dict[ast.AST, Scope] = field(default_factory=dict)
     attr_assigns: list[tuple[ast.expr, str, ast.expr, Scope]] = field(default_factory=list)
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    nodes: list[tuple[ast.AST, Scope]] = field(default_factory=list)  # every node, with the scope it runs in
+    calls: list[tuple[ast.Call, Scope]] = field(default_factory=list)
+    container_adds: list[tuple[ast.expr, ast.expr, Scope]] = field(default_factory=list)
+    _body: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)
+
+    def body_nodes(self, func: ast.AST) -> list[ast.AST]:
+        """Nodes of a function's body (a lambda's expression), without nested functions' insides."""
+        if func not in self._body:
+            self._body[func] = own_nodes(func)
+        return self._body[func]
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def walk_local(node: ast.AST) -> list[ast.AST]:
+    """`node` and what is below it, not descending into nested functions, lambdas or classes."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        if not isinstance(current, _NESTED):
+            stack.extend(ast.iter_child_nodes(current))
+    return out
+
+
+def own_nodes(func: ast.AST) -> list[ast.AST]:
+    """Nodes of a function's body (a lambda's expression), without nested functions' insides."""
+    if isinstance(func, ast.Lambda):
+        return walk_local(func.body)
+    return [n for stmt in getattr(func, "body", []) for n in walk_local(stmt)]
+
+
+_CONTAINER_TYPES = frozenset({"list", "dict", "set", "tuple", "defaultdict", "deque", "OrderedDict", "Counter"})
+
+
+def is_container(expr: ast.AST) -> bool:
+    """A list/dict/set display, comprehension or constructor call."""
+    if isinstance(expr, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        return name in _CONTAINER_TYPES
+    return False
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
 
 
 def literal_str(node: ast.AST) -> str | None:
@@ -111,6 +167,21 @@ class _Builder(ast.NodeVisitor):
         self.scope = Scope(tree, "module", None)
         self.info = ModuleInfo(tree=tree, scope=self.scope)
         self.info.scopes[tree] = self.scope
+        self._path: list[ast.AST] = []
+        # `if __name__ == "__main__":` blocks are skipped unless the file rebinds __name__.
+        self.skip_main = not any(
+            isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load) for n in ast.walk(tree)
+        )
+
+    def visit(self, node: ast.AST) -> None:
+        if self._path:
+            self.info.parents[node] = self._path[-1]
+        self.info.nodes.append((node, self.scope))
+        self._path.append(node)
+        try:
+            super().visit(node)
+        finally:
+            self._path.pop()
 
     # --- scopes -------------------------------------------------------------------------------
     def _outer(self) -> Scope:
@@ -161,8 +232,9 @@ class _Builder(ast.NodeVisitor):
         self._enter(info.scope, [node.body])
 
     def _visit_signature(self, args: ast.arguments) -> None:
-        for default in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
-            self.visit(default)
+        annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.annotation]
+        for expr in [*args.defaults, *[d for d in args.kw_defaults if d is not None], *annotations]:
+            self.visit(expr)
 
     def _add_func(self, node: ast.AST, label: str, cls: ast.ClassDef | None) -> FuncInfo:
         scope = Scope(node, "lambda" if isinstance(node, ast.Lambda) else "function", self._outer(), cls=cls)
@@ -232,10 +304,8 @@ class _Builder(ast.NodeVisitor):
                 self._bind_target(elt, value)
 
     def _bind_into_container(self, container: ast.expr, value: ast.expr) -> None:
-        if isinstance(container, ast.Name):
-            self._bind_existing(container.id, ("expr", value, self.scope))
-        elif isinstance(container, ast.Attribute):
-            self.info.attr_assigns.append((container.value, container.attr, value, self.scope))
+        """`c[k] = v`, `c.append(v)`: v flows into c, if c turns out to be a list/dict/set."""
+        self.info.container_adds.append((container, value, self.scope))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -273,6 +343,13 @@ class _Builder(ast.NodeVisitor):
         self._bind_target(node.target, node.iter)
         self.generic_visit(node)
 
+    def visit_If(self, node: ast.If) -> None:
+        if self.scope.kind == "module" and self.skip_main and _is_main_guard(node.test):
+            for stmt in node.orelse:  # the body never runs when the file is imported
+                self.visit(stmt)
+            return
+        self.generic_visit(node)
+
     def visit_Global(self, node: ast.Global) -> None:
         self.scope.global_names.update(node.names)
 
@@ -293,6 +370,7 @@ class _Builder(ast.NodeVisitor):
             self._bind(alias.asname or alias.name, ("val", Val("ref", qual)))
 
     def visit_Call(self, node: ast.Call) -> None:
+        self.info.calls.append((node, self.scope))
         func = node.func
         if isinstance(func, ast.Attribute) and node.args:
             if func.attr in _CONTAINER_ADDERS:
@@ -319,8 +397,4 @@ def build_module(tree: ast.Module) -> ModuleInfo:
     """Scopes, bindings, functions and classes of a parsed candidate."""
     builder = _Builder(tree)
     builder.visit(tree)
-    info = builder.info
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            info.parents[child] = node
-    return info
+    return builder.info

@@ -52,6 +52,34 @@ HINTS: dict[str, str] = {
     ),
 }
 
+# One line per rule, for documentation.
+DESCRIPTIONS: dict[str, str] = {
+    "syntax": "the file does not parse (or is nested too deeply to check)",
+    "torch_compute": "PyTorch (or NumPy) computes inside the forward path: torch/F/torch.ops calls, tensor "
+                     "methods, tensor arithmetic, nn layers, torch functions passed around, torch in kernel code",
+    "reference_access": "the reference is reached: importing op/reference/problem/kernelagent/__main__, "
+                        "relative imports, subclassing Model or any class from outside, the names Model/get_inputs",
+    "introspection": "gc, inspect, frames, sys._getframe/sys.modules, builtins, globals()/locals()/vars(), "
+                     "code objects, class internals, atexit/signal/weakref, metaclasses, __del__",
+    "threads": "threading, _thread, concurrent, multiprocessing, asyncio, queue",
+    "subprocess": "subprocess, pty, os.system/popen/exec*/spawn*/fork/kill/_exit",
+    "network": "socket, http, urllib, requests, httpx, ssl and other network modules",
+    "ctypes": "ctypes, cffi, mmap, C++ extensions (torch.utils.cpp_extension), torch.ops.load_library",
+    "file_io": "open, io, pathlib, shutil, tempfile, pickle/marshal/shelve, os file functions, torch.save/load",
+    "env_access": "os.environ, os.getenv, os.putenv",
+    "eval_exec": "eval, exec, compile, code",
+    "monkey_patch": "assigning/setattr/delattr on outside modules and objects, hooks, torch.library code for "
+                    "PyTorch's own operators, global PyTorch settings (seeds, default dtype, TF32, allocator)",
+    "try_around_kernel": "try/except (not re-raising) or contextlib.suppress around the kernel path in forward",
+    "stream_creation": "creating, switching or capturing CUDA streams or graphs (torch.cuda.Stream/stream/graph, "
+                       "cuStreamCreate, raw CUstream handles)",
+    "forbidden_import": "an import outside the allowed list (named in the message); unlisted os functions",
+    "dynamic_import": "__import__, importlib, runpy, pkgutil",
+    "dynamic_attr": "getattr/setattr with a name computed at run time, module __dict__ reads, star imports "
+                    "from torch, names passed through too many assignments to follow",
+    "tensor_subclass": "torch.Tensor subclasses, __torch_function__, __torch_dispatch__",
+}
+
 # Top-level modules a candidate may import. os and sys are judged per attribute used.
 ALLOWED_IMPORT_ROOTS = frozenset({
     "torch", "triton", "cutlass", "cuda", "math", "functools", "typing", "typing_extensions",
@@ -190,7 +218,7 @@ TORCH_TENSOR_BASES = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C
 TENSOR_NONTENSOR_METHODS = frozenset({
     "size", "stride", "numel", "nelement", "dim", "ndimension", "data_ptr", "element_size",
     "is_contiguous", "is_floating_point", "is_complex", "get_device", "storage_offset", "item",
-    "tolist", "untyped_storage", "__dlpack__", "__dlpack_device__", "is_pinned", "is_shared",
+    "untyped_storage", "__dlpack__", "__dlpack_device__", "is_pinned", "is_shared",
     "is_signed", "dim_order",
 })
 TENSOR_ALLOWED_METHODS = TENSOR_NONTENSOR_METHODS | frozenset({
@@ -200,7 +228,7 @@ TENSOR_ALLOWED_METHODS = TENSOR_NONTENSOR_METHODS | frozenset({
     "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "byte", "char", "cuda",
     "cpu", "type", "type_as", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full",
     "new_tensor", "zero_", "fill_", "clone", "copy_", "detach", "detach_", "requires_grad_",
-    "pin_memory", "view_dtype", "tensor_split",
+    "pin_memory", "view_dtype", "tensor_split", "resize_", "record_stream",
 })
 TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
 
@@ -223,10 +251,10 @@ TENSOR_COMPUTE_METHODS = frozenset((
     "nan_to_num_ nanmean nanmedian nanquantile nansum ne neg neg_ negative nextafter nonzero norm "
     "normal_ not_equal outer pinverse polygamma positive pow pow_ prod put put_ qr quantile "
     "rad2deg random_ ravel reciprocal reciprocal_ relu relu_ remainder renorm repeat "
-    "repeat_interleave resize_ roll rot90 round round_ rsqrt rsqrt_ scatter scatter_ scatter_add "
+    "repeat_interleave roll rot90 round round_ rsqrt rsqrt_ scatter scatter_ scatter_add "
     "scatter_add_ scatter_reduce sgn sigmoid sigmoid_ sign signbit sin sinc sinh slogdet softmax "
     "sqrt sqrt_ square square_ std sub sub_ subtract sum sum_to_size svd take take_along_dim tan "
-    "tanh tanh_ tensordot tile topk trace tril tril_ triu triu_ true_divide trunc uniform_ unique "
+    "tanh tanh_ tensordot tile tolist numpy topk trace tril tril_ triu triu_ true_divide trunc uniform_ unique "
     "unique_consecutive var vdot where xlogy xlogy_ __add__ __radd__ __iadd__ __sub__ __rsub__ "
     "__isub__ __mul__ __rmul__ __imul__ __matmul__ __rmatmul__ __imatmul__ __truediv__ "
     "__rtruediv__ __itruediv__ __floordiv__ __rfloordiv__ __mod__ __pow__ __rpow__ __neg__ "
@@ -246,12 +274,15 @@ TORCH_ALLOWED_CALLS: dict[str, bool] = {
     **{f"torch.{n}": False for n in (
         "Size finfo iinfo device no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled "
         "is_inference_mode_enabled is_tensor is_floating_point is_complex get_default_dtype "
-        "result_type promote_types can_cast broadcast_shapes numel is_nonzero"
+        "result_type promote_types can_cast broadcast_shapes numel is_nonzero autocast is_autocast_enabled "
+        "get_autocast_dtype get_autocast_gpu_dtype amp.autocast amp.custom_fwd amp.custom_bwd "
+        "cuda.amp.autocast cuda.amp.custom_fwd cuda.amp.custom_bwd"
     ).split()},
     **{f"torch.cuda.{n}": False for n in (
         "current_stream current_device get_device_properties get_device_capability get_device_name "
         "device device_of is_available device_count synchronize is_current_stream_capturing "
-        "nvtx.range_push nvtx.range_pop nvtx.range nvtx.mark"
+        "nvtx.range_push nvtx.range_pop nvtx.range nvtx.mark mem_get_info get_arch_list is_bf16_supported "
+        "is_initialized"
     ).split()},
     "torch.utils.dlpack.to_dlpack": False,
     "torch.library.wrap_triton": False,
@@ -282,7 +313,9 @@ TORCH_CONSTANTS = frozenset((
 NN_MODULE_OK_METHODS = frozenset({
     "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
     "children", "named_children", "register_buffer", "register_parameter", "extra_repr", "training",
-    "get_parameter", "get_buffer", "get_submodule", "__init__",
+    "get_parameter", "get_buffer", "get_submodule", "__init__", "to", "cuda", "cpu", "float", "half",
+    "double", "bfloat16", "type", "train", "eval", "requires_grad_", "zero_grad", "state_dict",
+    "register_module", "add_module", "__setattr__", "__getattr__", "__repr__", "__dir__",
 })
 HOOK_PREFIXES = ("register_", "_register_")
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelagent.verifier.sandbox import default_memory_limit_mb, kill_group, make_workdir, rss_mb, spawn_worker
+from kernelagent.verifier.sandbox import (
+    default_memory_limit_mb,
+    kill_group,
+    make_workdir,
+    rss_mb,
+    spawn_worker,
+)
 
 
 @dataclass
@@ -45,10 +51,11 @@ class WorkerResult:
 class Worker:
     """A started worker process with its own work directory."""
 
-    def __init__(self, mode: str, root: Path | None = None):
+    def __init__(self, mode: str, root: Path | None = None, prefix: list[str] | None = None,
+                 workdir: Path | None = None):
         self.mode = mode
-        self.workdir = make_workdir(root)
-        self.proc = spawn_worker(self.workdir, mode)
+        self.workdir = workdir or make_workdir(root)
+        self.proc = spawn_worker(self.workdir, mode, prefix)
         self.started = time.monotonic()
 
     def run(self, request: dict[str, Any], timeout: float, memory_limit_mb: int | None = None) -> WorkerResult:

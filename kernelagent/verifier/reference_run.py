@@ -125,7 +125,8 @@ class ReferenceRunner:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         gos = grad_outputs if grad_outputs is not None else []
         grads = torch.autograd.grad(diff, req_grad + [p for _, p in named], gos[:len(diff)], allow_unused=True)
-        return [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves], grads_dict(grads, req_grad, named), structure
+        detached = [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves]
+        return detached, grads_dict(grads, req_grad, named), structure
 
     def grad_outputs_for(self, model: torch.nn.Module, inputs: list[Any], gen: torch.Generator) -> list[Any]:
         ins = tensorio.clone_leaves(inputs)

@@ -60,14 +60,14 @@ def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
 
 
-def spawn_worker(workdir: Path, mode: str) -> subprocess.Popen:
+def spawn_worker(workdir: Path, mode: str, prefix: list[str] | None = None) -> subprocess.Popen:
     """Start a worker in its own process group; it imports torch/triton, then waits for a request."""
     env = scrubbed_env(workdir, mode)
     out = open(workdir / "stdout.log", "wb")  # noqa: SIM115 - owned by the Popen
     err = open(workdir / "stderr.log", "wb")  # noqa: SIM115
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "kernelagent.verifier.worker", str(workdir)],
+            [*(prefix or []), sys.executable, "-m", "kernelagent.verifier.worker", str(workdir)],
             stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=str(workdir), env=env,
             start_new_session=True, close_fds=True)
     finally:

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelagent.verifier import report as R
+from kernelagent.verifier.ceilings import load_ceilings
 from kernelagent.verifier.feedback import build_feedback
 from kernelagent.verifier.judge import Judge, Judgement
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerResult
 from kernelagent.verifier.report import Report, Stage
-from kernelagent.verifier.roofline import FALLBACK_CEILINGS, floor_ms, percent_of_limit
+from kernelagent.verifier.roofline import floor_ms, percent_of_limit
 
 
 def _worker_stages(facts: dict[str, Any]) -> list[Stage]:
@@ -64,6 +65,7 @@ def _compile_stage(facts: dict[str, Any], aot: dict[str, Any] | None, device: st
         kernels += aot.get("kernels") or []
         details["aot_skipped"] = aot.get("skipped") or []
         if aot.get("error"):
+            details["error"] = aot["error"].get("detail", "")
             return Stage("compile", "failed", 0.0, aot["error"]["message"], details), kernels
     target = "sm_90a (ahead of time, no GPU)" if device == "cpu" else "the GPU"
     details["kernels"] = kernels
@@ -82,8 +84,8 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
         err = res.result["error"]
         base.blame = "verifier"
         stages.append(Stage("run", "failed", res.seconds, err.get("message", "")[:500]))
-        return _done(base, stages, "internal_error", f"verifier error: {err.get('type')}: {err.get('message', '')[:200]}",
-                     detail=err.get("traceback", "")[-1500:])
+        msg = f"verifier error: {err.get('type')}: {err.get('message', '')[:200]}"
+        return _done(base, stages, "internal_error", msg, detail=err.get("traceback", "")[-1500:])
     facts = res.result["facts"]
     stages += _worker_stages(facts)
     cstage, kernels = _compile_stage(facts, aot, device)
@@ -91,7 +93,8 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
     notes = list(pack.meta.get("notes", [])) + list(facts.get("notes", []))
     failure = facts.get("failure")
     if cstage.status == "failed":
-        return _done(base, stages, "compile_error", cstage.message, notes=notes, kernels=kernels)
+        return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
+                     notes=notes, kernels=kernels)
     if failure:
         cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
@@ -164,7 +167,7 @@ def _speed_metrics(base: Report, pack: Any, facts: dict[str, Any]) -> None:
         base.metrics[f"speedup_{name}"] = point
         base.metrics[f"speedup_{name}_ci"] = [lo, hi]
         base.metrics[f"faster_than_{name}"] = lo > 1.0
-    ceilings = timing.get("ceilings") or FALLBACK_CEILINGS
+    ceilings = load_ceilings(base.environment.get("gpu"))
     fl = floor_ms(work, ceilings)
     base.metrics.update(roofline_bound=fl["bound"], roofline_floor_ms=fl["floor_ms"],
                         roofline_pct=percent_of_limit(cand["median_ms"], fl), ceilings_source=fl["ceilings_source"])

@@ -29,7 +29,7 @@ def _warm_imports(mode: str) -> dict[str, str]:
     if mode == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()
-        versions["capability"] = "sm_%d%d" % torch.cuda.get_device_capability()
+        versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
         versions["cuda"] = torch.version.cuda or ""
     return versions
 
@@ -43,6 +43,13 @@ def _serve(req: dict, state: object, workdir: Path) -> dict:
         from kernelagent.verifier.candidate_run import CandidateRunner
         state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
         return {"facts": CandidateRunner(req, state).run()}
+    if role == "match":
+        from kernelagent.verifier.matching import run_match
+        return {"match": run_match(req)}
+    if role == "single":
+        from kernelagent.verifier.candidate_run import run_single
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"single": run_single(req, state)}
     if role == "aot":
         from kernelagent.verifier.aot import run_aot
         state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]

@@ -1,0 +1,124 @@
+"""Problem audit: is the problem degenerate for its inputs?
+
+A kernel that returns zeros, a constant, an input unchanged or the input's mean must not pass. If one
+of those trivial answers passes the verifier's own comparison on every trial, or the output barely
+changes across seeds, the problem cannot tell a real kernel from a cheat and must be strengthened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from kernelagent.problem import ProblemError, inspect_problem
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.compare import compare_outputs, rel_l2
+from kernelagent.verifier.options import VerifyOptions
+
+MIN_SEED_VARIATION = 1e-3  # relative L2 change of the output between seeds below which it is "constant"
+
+
+def _trivial_answers(ref_out: list[Any], inputs: list[Any]) -> dict[str, list[Any]]:
+    tensors_in = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    answers: dict[str, list[Any]] = {"zeros": [], "constant": [], "identity": [], "input mean": []}
+    for out in ref_out:
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            for v in answers.values():
+                v.append(out)
+            continue
+        answers["zeros"].append(torch.zeros_like(out))
+        answers["constant"].append(torch.full_like(out, float(out.double().mean())))
+        same = next((x for x in tensors_in if x.shape == out.shape), None)
+        answers["identity"].append(same.to(out.dtype) if same is not None else None)
+        mean = float(tensors_in[0].double().mean()) if tensors_in else 0.0
+        answers["input mean"].append(torch.full_like(out, mean))
+    return {k: v for k, v in answers.items() if all(x is not None for x in v)}
+
+
+def audit_pack(pack_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Which trivial answers pass on every trial, and how much the output varies across seeds."""
+    tol = meta["problem"].get("tolerance")
+    passing: dict[str, bool] = {}
+    by_set: dict[int, list[list[Any]]] = {}
+    for trial in meta["trials"]:
+        ref = tensorio.load(pack_dir / "ref" / f"ref_{trial['id']}.pt")
+        inputs = tensorio.load(pack_dir / f"inputs_{trial['id']}.pt")["inputs"]
+        for name, answer in _trivial_answers(ref["native"], inputs).items():
+            ok = compare_outputs(trial, answer, {"native": ref["native"], "f64": ref.get("f64")}, tol).ok
+            passing[name] = passing.get(name, True) and ok
+        by_set.setdefault(trial["set"], []).append(ref["native"])
+    variation = _seed_variation(by_set)
+    trivial = sorted(k for k, v in passing.items() if v)
+    constant = variation is not None and variation < MIN_SEED_VARIATION
+    return {"degenerate": bool(trivial) or constant, "trivial_answers_that_pass": trivial,
+            "output_variation_across_seeds": variation, "trials": len(meta["trials"])}
+
+
+def _seed_variation(by_set: dict[int, list[list[Any]]]) -> float | None:
+    values = []
+    for outs in by_set.values():
+        if len(outs) < 2:
+            continue
+        a, b = outs[0], outs[1]
+        for x, y in zip(a, b, strict=False):
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape \
+                    and x.is_floating_point():
+                values.append(rel_l2(y.double(), x.double()))
+    return min(values) if values else None
+
+
+def audit_problem(path: str | Path, options: VerifyOptions | None = None) -> dict[str, Any]:
+    """Run the reference on fresh trials and audit them (the CLI's `audit`)."""
+    from kernelagent.verifier.api import ReferenceFailure, Verifier
+
+    options = options or VerifyOptions(timing=False)
+    options.timing = False
+    try:
+        spec = inspect_problem(path)
+    except ProblemError as e:
+        return {"problem": str(path), "error": str(e), "degenerate": False}
+    with Verifier(options) as v:
+        try:
+            pack = v.reference(spec)
+        except ReferenceFailure as e:
+            return {"problem": str(path), "error": e.report.message, "degenerate": False}
+        result = audit_pack(pack.dir, pack.meta)
+    result.update(problem=str(path), name=spec.name, advice=advice(result))
+    return result
+
+
+def advice(result: dict[str, Any]) -> str:
+    if not result.get("degenerate"):
+        return "not degenerate: trivial answers fail and the output changes with the inputs"
+    tips = []
+    if "zeros" in result["trivial_answers_that_pass"] or "constant" in result["trivial_answers_that_pass"]:
+        tips.append("the output is near zero or constant for these inputs: use inputs of larger scale or "
+                    "another distribution (randn rather than rand), or drop a normalisation that washes it out")
+    if "identity" in result["trivial_answers_that_pass"]:
+        tips.append("returning the input passes: the op is (nearly) the identity for these inputs; "
+                    "pick inputs where it changes the values")
+    if "input mean" in result["trivial_answers_that_pass"]:
+        tips.append("returning the input's mean passes: the output carries little information")
+    var = result.get("output_variation_across_seeds")
+    if var is not None and var < MIN_SEED_VARIATION:
+        tips.append(f"the output changes by only {var:.1e} across seeds: make get_inputs() draw values "
+                    "that matter to the result")
+    return "; ".join(tips)
+
+
+def render_audit(result: dict[str, Any]) -> Group:
+    if result.get("error"):
+        return Group(Text(f"audit failed: {result['error']}", style="bold red"))
+    table = Table(box=None, show_header=False)
+    table.add_row("problem", str(result.get("problem")))
+    table.add_row("degenerate", Text("yes", style="bold red") if result["degenerate"] else Text("no", style="green"))
+    table.add_row("trivial answers that pass", ", ".join(result["trivial_answers_that_pass"]) or "none")
+    var = result.get("output_variation_across_seeds")
+    table.add_row("output variation across seeds", f"{var:.2e}" if var is not None else "n/a")
+    table.add_row("advice", result.get("advice", ""))
+    return Group(table)

@@ -1,0 +1,97 @@
+"""The whole loop against fake LLM servers (real Anthropic SDK / httpx) and a fake verifier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelagent.agent import Deps, OptimizeConfig, optimize
+from kernelagent.agent.errors import RunFailed
+from kernelagent.agent.providers.prices import cost_usd
+from kernelagent.memory import open_store
+from tests.fakes.agent_kit import LLMS, kernel, reply
+from tests.fakes.verify import COMPILER_ERROR, MISMATCH, fake_verify
+
+
+def run(problem: Path, provider, home: Path, **cfg) -> tuple:
+    store = open_store(home)
+    events: list[dict] = []
+    config = OptimizeConfig(**{"turns": 5, "candidates": 1, "beam": 1, **cfg})
+    deps = Deps(provider=provider, verify_fn=fake_verify, store=store, home=home)
+    return optimize(str(problem), config, deps, progress=events.append), store, events
+
+
+def test_three_turns_feedback_reaches_the_model(llm, problem, home, monkeypatch):
+    good = kernel("ok speedup=1.7")
+    script = [reply(kernel("compile_error")), reply(kernel("mismatch")), reply(good)]
+    with llm.server_cls(script) as server:
+        result, store, events = run(problem, llm.provider(server.url, monkeypatch), home, target_speedup=1.5)
+    bodies = server.requests
+    assert len(bodies) == 3
+    turn2, turn3 = (llm.fakes.last_user_text(b) for b in bodies[1:])
+    assert "CompilationError" in turn2 and "are not compatible for matmul" in turn2
+    assert "compile_error" in turn2
+    assert "max abs error 0.25 at [7, 511]" in turn3 and "mismatch" in turn3
+    assert MISMATCH in llm.fakes.prompt_of(bodies[2]) and COMPILER_ERROR not in turn3
+    assert "def forward(self, x):  # mismatch" in llm.fakes.prompt_of(bodies[2])  # its own last reply
+    assert result.status == "target_reached" and result.turns == 3
+    assert Path(result.out_path).read_text() == good
+    assert Path(result.out_path) == problem.with_name("op_triton.py")
+    per_call = cost_usd(llm.model, input_tokens=100, output_tokens=50)
+    assert result.tokens["input"] == 300 and result.tokens["output"] == 150
+    assert result.cost_usd == pytest.approx(3 * per_call) and per_call > 0
+    attempts = store.attempts_for_run(result.run_id)
+    assert [a["category"] for a in attempts] == ["compile_error", "mismatch", "ok"]
+    assert [a["tokens"] for a in attempts] == [150, 150, 150]
+    assert sum(a["cost_usd"] for a in attempts) == pytest.approx(result.cost_usd)
+    assert attempts[1]["parent_id"] == attempts[0]["id"] and attempts[2]["parent_id"] == attempts[1]["id"]
+    row = store.run(result.run_id)
+    assert row["status"] == "target_reached" and row["tokens_in"] == 300 and row["finished"]
+    assert row["best_attempt_id"] == attempts[2]["id"] and row["cost_usd"] == pytest.approx(result.cost_usd)
+    report = Path(result.report_path).read_text()
+    assert "compile_error" in report and "mismatch" in report and "1.70x" in report
+    assert {"start", "turn", "proposed", "verified", "selected", "done"} <= {e["event"] for e in events}
+
+
+def test_budget_stops_the_run(llm, problem, home, monkeypatch):
+    per_call = cost_usd(llm.model, input_tokens=100, output_tokens=50)
+    script = [reply(kernel("mismatch", f"try {i}")) for i in range(5)]
+    with llm.server_cls(script) as server:
+        result, store, _ = run(problem, llm.provider(server.url, monkeypatch), home,
+                               budget_usd=2.5 * per_call)
+    assert result.status == "budget_exhausted"
+    assert result.turns == 2 and len(server.requests) == 2  # a third turn would pass the budget
+    assert result.cost_usd <= 2.5 * per_call and result.out_path is None
+    assert store.run(result.run_id)["status"] == "budget_exhausted"
+
+
+def test_cpu_mode_stops_at_first_accepted(problem, home, monkeypatch):
+    llm = LLMS[0]
+    script = [reply(kernel("compile_error")), reply(kernel("ok")), reply(kernel("ok speedup=3"))]
+    with llm.server_cls(script) as server:
+        result, _, _ = run(problem, llm.provider(server.url, monkeypatch), home)
+    assert result.status == "accepted_unmeasured" and not result.speed_measured
+    assert result.turns == 2 and len(server.requests) == 2
+    assert "# FAKE: ok\n" in Path(result.out_path).read_text()
+    assert "Speed was not measured" in Path(result.report_path).read_text()
+    assert result.to_dict()["accepted"] is True
+
+
+def test_provider_failure_is_resumable(problem, home, monkeypatch):
+    llm = LLMS[0]
+    with llm.server_cls([], failures=[500] * 4) as server:  # one call: the first try and 3 retries
+        provider = llm.provider(server.url, monkeypatch)
+        with pytest.raises(RunFailed) as caught:
+            run(problem, provider, home, target_speedup=1.5)
+        run_id = caught.value.run_id
+        assert f"--resume {run_id}" in str(caught.value) and len(server.requests) == 4
+        store = open_store(home)
+        assert store.run(run_id)["status"] == "interrupted" and store.attempts_for_run(run_id) == []
+        server._replies.extend([reply(kernel("mismatch")), reply(kernel("ok speedup=2"))])
+        deps = Deps(provider=provider, verify_fn=fake_verify, store=store, home=home)
+        result = optimize(None, None, deps, resume=run_id)  # settings come from the checkpoint
+    assert result.run_id == run_id and result.status == "target_reached" and result.turns == 2
+    assert [a["category"] for a in store.attempts_for_run(run_id)] == ["mismatch", "ok"]
+    again = optimize(None, None, deps, resume=run_id)  # a finished run just reports itself
+    assert again.status == "target_reached" and again.best["attempt_id"] == result.best["attempt_id"]

@@ -1,0 +1,60 @@
+"""A fake OpenAI-compatible server: POST /v1/chat/completions (JSON and SSE) and GET /v1/models."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.http_fake import Reply, ScriptedServer, chunks, send_json, start_sse
+
+MODEL = "fake-coder"
+
+
+def _usage(r: Reply) -> dict:
+    prompt = r["input_tokens"] + r["cache_read"]
+    return {"prompt_tokens": prompt, "completion_tokens": r["output_tokens"],
+            "total_tokens": prompt + r["output_tokens"],
+            "prompt_tokens_details": {"cached_tokens": r["cache_read"]}}
+
+
+def _data(h: BaseHTTPRequestHandler, payload: dict | str) -> None:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    h.wfile.write(f"data: {text}\n\n".encode())
+    h.wfile.flush()
+
+
+class FakeOpenAI(ScriptedServer):
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict) -> None:
+        if path.rstrip("/").endswith("/models"):
+            return send_json(h, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        if not path.startswith("/v1/chat/completions"):
+            return send_json(h, 404, {"error": {"message": path}})
+        status, reply = self.take(body)
+        if status is not None:
+            err = {"error": {"message": "fake failure", "code": status}}
+            return send_json(h, status, err, {"retry-after": "0"})
+        if reply is None:
+            return send_json(h, 400, {"error": {"message": "script exhausted"}})
+        finish = reply["stop_reason"] or "stop"
+        if not body.get("stream"):
+            return send_json(h, 200, {
+                "id": f"chatcmpl-{self.served}", "object": "chat.completion", "model": body.get("model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply["text"]},
+                             "finish_reason": finish}], "usage": _usage(reply)})
+        start_sse(h)
+        base = {"id": f"chatcmpl-{self.served}", "object": "chat.completion.chunk",
+                "model": body.get("model")}
+        for piece in chunks(reply["text"]):
+            _data(h, {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+        _data(h, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            _data(h, {**base, "choices": [], "usage": _usage(reply)})
+        _data(h, "[DONE]")
+
+
+def prompt_of(body: dict) -> str:
+    return "\n".join(m["content"] for m in body.get("messages", []))
+
+
+def last_user_text(body: dict) -> str:
+    return body["messages"][-1]["content"]

@@ -1,0 +1,62 @@
+"""The library registry (kernelagent.kernels): scanning the family folders, cards, lookups."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from kernelagent.kernels import LibraryError, get_entry, list_entries
+
+FAMILIES = {"softmax": "softmax", "rms_norm": "rms_norm", "cross_entropy": "cross_entropy"}
+CARD_KEYS = {"name", "family", "summary", "backends", "signature", "verified", "dtypes", "notes"}
+
+
+def test_list_entries_finds_the_first_shelf():
+    entries = {e.name: e for e in list_entries()}
+    assert set(FAMILIES) <= set(entries)
+    for name, entry in entries.items():
+        assert entry.reference_path.is_file()
+        assert set(entry.backends) == set(entry.card["backends"]), name
+        assert all(p.is_file() for p in entry.backends.values())
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_cards_are_complete_and_claim_nothing_unmeasured(name):
+    entry = get_entry(name)
+    assert CARD_KEYS <= set(entry.card), CARD_KEYS - set(entry.card)
+    assert entry.family == FAMILIES[name]
+    assert entry.card["verified"] == []  # filled from GPU verifier runs only
+    assert entry.card["signature"] and all(op.startswith("aten::") for op in entry.card["signature"])
+    assert (entry.path / "card.md").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_triton_file_defines_model_and_public_function(name):
+    tree = ast.parse(get_entry(name).backends["triton"].read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"ModelNew", name} <= defined
+    ref = ast.parse(get_entry(name).reference_path.read_text())
+    ref_defs = {n.name for n in ref.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"Model", "get_inputs", "get_init_inputs", "get_test_inputs"} <= ref_defs
+
+
+def test_get_entry_unknown_name_lists_known():
+    with pytest.raises(LibraryError, match="softmax"):
+        get_entry("no_such_kernel")
+
+
+def test_scan_of_another_root(tmp_path):
+    good = tmp_path / "fam"
+    good.mkdir()
+    (good / "reference.py").write_text("")
+    (good / "triton.py").write_text("")
+    (good / "card.json").write_text(json.dumps({"name": "fam_v1", "family": "fam", "backends": ["triton"]}))
+    (tmp_path / "no_card").mkdir()
+    [entry] = list_entries(tmp_path)
+    assert (entry.name, entry.family, list(entry.backends)) == ("fam_v1", "fam", ["triton"])
+    assert get_entry("fam", tmp_path) == entry  # by folder name too
+    (good / "card.json").write_text("{not json")
+    with pytest.raises(LibraryError, match="not valid JSON"):
+        list_entries(tmp_path)

@@ -1,0 +1,108 @@
+"""End-to-end verification on CPU (Triton interpreter): accepted kernels and each failure category."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelagent.verifier.api import Verifier
+from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.pool import WorkerPool
+from kernelagent.verifier.report import CATEGORIES, Report
+
+CASES = Path(__file__).parent / "cases" / "softmax"
+OP = CASES / "op.py"
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = Verifier(VerifyOptions(device="cpu", timeout=60, seeds=2), pool=WorkerPool(size=1))
+    v.pool.warm("cpu", "aot")
+    yield v
+    v.close()
+
+
+@pytest.mark.parametrize("name, category, needle", [
+    ("good", "ok", "correct on"),
+    ("mismatch_mask", "mismatch", "outside tolerance"),
+    ("nan_output", "nan_inf", "NaN/Inf"),
+    ("compile_error", "compile_error", "expp"),
+    ("runtime_error", "runtime_error", "stride"),
+    ("wrong_shape", "mismatch", "shape (48, 201), expected (48, 200)"),
+    ("wrong_dtype", "mismatch", "dtype torch.float64, expected torch.float32"),
+    ("segfault", "runtime_error", "SIGSEGV"),
+    ("os_exit", "policy_violation", "_exit"),
+])
+def test_category(verifier, name, category, needle):
+    report = verifier.verify(OP, CASES / f"{name}.py")
+    assert report.category == category, report.message
+    assert report.verdict == ("accepted" if category == "ok" else "rejected")
+    assert needle in report.message or needle in report.feedback, (report.message, report.feedback)
+    assert report.category in CATEGORIES
+
+
+def test_accepted_report_is_complete(verifier):
+    report = verifier.verify(OP, CASES / "good.py")
+    names = [s.name for s in report.stages]
+    for stage in ("load", "policy", "reference", "import", "correctness", "compile", "integrity"):
+        assert stage in names, names
+    assert report.metrics["trials"] == report.metrics["trials_passed"] >= 6  # 2 seeds x 3 input sets
+    assert report.metrics["rel_l2"] < 1e-5
+    assert report.environment["device"] == "cpu"
+    assert "speed was not measured" in report.feedback
+    compile_stage = report.stage("compile")
+    assert compile_stage.status == "passed"
+    assert any(k.get("registers") for k in compile_stage.details["kernels"])  # AOT for sm_90a ran
+    again = Report.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.category == "ok" and again.stage("correctness").status == "passed"
+
+
+def test_mismatch_feedback_locates_the_error(verifier):
+    report = verifier.verify(OP, CASES / "mismatch_mask.py")
+    fb = report.feedback
+    assert "max abs error" in fb and "rel L2 error" in fb and "expected [" in fb and "got [" in fb
+
+
+def test_hang_is_killed_at_the_timeout():
+    with Verifier(VerifyOptions(device="cpu", timeout=6, seeds=1)) as v:
+        report = v.verify(OP, CASES / "hang.py")
+    assert report.category == "timeout"
+    assert report.metrics["verify_seconds"] < 60
+
+
+def test_os_exit_is_reported_not_fatal():
+    # The static policy would reject `import os`; turn it off to exercise the process boundary itself.
+    with Verifier(VerifyOptions(device="cpu", timeout=30, seeds=1, static_policy=False)) as v:
+        report = v.verify(OP, CASES / "os_exit.py")
+    assert report.category == "runtime_error"
+    assert "exited with status 3" in report.message
+
+
+def test_malformed_problem_blames_the_problem(tmp_path):
+    bad = tmp_path / "op.py"
+    bad.write_text("import torch\n\ndef get_inputs():\n    return []\n")
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
+        report = v.verify(bad, CASES / "good.py")
+    assert report.category == "load_error" and report.blame == "problem"
+    assert "missing" in report.message and "Model" in report.message
+
+
+def test_candidate_without_modelnew(tmp_path):
+    cand = tmp_path / "kernel.py"
+    cand.write_text("import torch\n\nclass Other(torch.nn.Module):\n    pass\n")
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
+        report = v.verify(OP, cand)
+    assert report.category == "load_error" and report.blame == "candidate"
+    assert "ModelNew" in report.message
+
+
+def test_signature_mismatch_is_a_load_error(tmp_path):
+    src = (CASES / "good.py").read_text().replace("def forward(self, x):", "def forward(self, x, y):")
+    cand = tmp_path / "kernel.py"
+    cand.write_text(src)
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
+        report = v.verify(OP, cand)
+    assert report.category == "load_error"
+    assert "does not match Model.forward" in report.message
