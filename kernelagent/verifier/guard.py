@@ -19,7 +19,8 @@ CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 
 # Executables Triton / CuTe DSL / torch legitimately run while compiling.
 _ALLOWED_EXECUTABLES = {"ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nvlink", "fatbinary", "gcc", "cc",
-                        "clang", "g++", "c++", "ld", "as", "ldconfig", "ldconfig.real", "nvcc", "uname"}
+                        "clang", "g++", "c++", "ld", "as", "ldconfig", "ldconfig.real", "nvcc", "uname",
+                        "file"}  # `file`: platform.architecture(), which Triton calls for its launcher cache key
 _INTROSPECTION_EVENTS = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "sys.settrace", "sys.setprofile", "object.__getattr__"}
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
@@ -60,15 +61,13 @@ def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def _caller_is_candidate(state: GuardState, depth: int = 6) -> bool:
-    frame = sys._getframe(2)
-    for _ in range(depth):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename == state.candidate_file:
-            return True
-        frame = frame.f_back
-    return False
+def _caller_is_candidate(state: GuardState) -> bool:
+    """Whether the frame that raised the event is the candidate's own code (not a library it called).
+
+    Stack here: _caller_is_candidate <- _check <- hook <- the caller of sys._getframe / gc.* / ...
+    """
+    frame = sys._getframe(3)
+    return frame is not None and frame.f_code.co_filename == state.candidate_file
 
 
 def install_audit_hook(state: GuardState) -> None:

@@ -116,7 +116,8 @@ class LaunchCounter:
 
         def enter(metadata: Any) -> None:
             self.stats["triton_launches"] += 1
-            name = metadata.get("name", "?") if hasattr(metadata, "get") else "?"
+            data = getattr(metadata, "data", None)  # triton's LazyDict keeps the launch name in .data
+            name = data.get("name", "?") if isinstance(data, dict) else "?"
             self.stats["triton_kernels"][str(name)] += 1
 
         triton.knobs.runtime.launch_enter_hook.add(enter)
@@ -136,7 +137,8 @@ class LaunchCounter:
             return False
         try:
             cute_support.install_hooks(self.stats)
-        except ImportError:
+        except Exception as e:  # noqa: BLE001 - launches then go uncounted; the report says so
+            self.stats["cute_hook_error"] = f"{type(e).__name__}: {e}"[:200]
             return False
         return True
 

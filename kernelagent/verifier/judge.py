@@ -131,9 +131,27 @@ class Judge:
                 f"{leaf.name}: elements never written by the kernel ({leaf.message.split(' where')[0]})")
             self.j.add(category, f"{msg} ({where})", "correctness", leaf.rows)
             return
+        stale = self._answer_of_other_trial(trial)
+        if stale is not None:
+            self.j.add("caching_detected", f"{leaf.name} is the answer for other inputs (those of trial seed "
+                       f"{stale['seed']}, set {stale['set']}) ({where})", "correctness",
+                       "compute from the input values on every call; never cache results by pointer, shape or count")
+            return
         hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"]), leaf))
         detail = "\n".join(x for x in (leaf.rows, hint) if x)
         self.j.add("mismatch", f"{leaf.name}: {leaf.message} ({where})", "correctness", detail)
+
+    def _answer_of_other_trial(self, trial: dict[str, Any]) -> dict[str, Any] | None:
+        """A wrong output that matches another trial's reference was remembered, not computed."""
+        got = self.cand(f"cand_{trial['id']}")
+        if got is None:
+            return None
+        for other in self.meta["trials"]:
+            if other["id"] == trial["id"] or other.get("input_desc") != trial.get("input_desc"):
+                continue
+            if compare_outputs(other, got["outputs"], self.ref(other["id"]), self.tolerance).ok:
+                return other
+        return None
 
     def _unwritten(self, res: TrialResult, leaf: LeafResult) -> bool:
         """NaN where the reference is finite: were those elements just our poison, never written?"""

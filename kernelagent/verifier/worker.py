@@ -26,6 +26,9 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["triton"] = triton.__version__
     except ImportError:
         versions["triton"] = ""
+    if mode == "cpu" and versions["triton"]:
+        from kernelagent.verifier.interp_fixes import round_bf16_to_nearest
+        versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
     if mode == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()

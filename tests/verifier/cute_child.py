@@ -141,7 +141,10 @@ def main() -> None:
         result["outcome"] = list(cs.compile_only_outcome(stats))
         result["cache"] = cache(stats)
         result["failing"] = failing(sys.argv[1:])
-    result["no_gpu_launch"] = no_gpu_launch()
+    import torch
+
+    if not torch.cuda.is_available():  # on a GPU the launch would run, on CPU pointers
+        result["no_gpu_launch"] = no_gpu_launch()
     result["stats"] = {k: dict(v) if isinstance(v, Counter) else v for k, v in stats.items()}
     print("JSON:" + json.dumps(result, default=str))
 

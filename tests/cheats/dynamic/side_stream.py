@@ -1,0 +1,35 @@
+# expect: stream_violation
+# policy: off
+# problem: relu_big
+# needle: another stream
+# gpu: yes
+"""Hides its work from the timing events: launches on a private stream and waits for it on the host,
+so results are right but events recorded on the current stream see almost nothing."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PASSES: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    for _ in range(PASSES):
+        tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.side = torch.cuda.Stream()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, PASSES=8)
+        self.side.synchronize()
+        return y

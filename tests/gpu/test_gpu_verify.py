@@ -1,0 +1,84 @@
+"""GPU verification: the same failure categories as on CPU, timing, and cheats only a GPU shows.
+
+Run on the H200: `pytest -m gpu tests/gpu`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelagent.verifier.api import Verifier
+from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.pool import WorkerPool
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "tests" / "verifier" / "cases" / "softmax"
+CHEATS = ROOT / "tests" / "cheats" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def gpu_verifier():
+    v = Verifier(VerifyOptions(device="cuda", timeout=120, seeds=2), pool=WorkerPool(size=1))
+    yield v
+    v.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_dynamic_only():
+    v = Verifier(VerifyOptions(device="cuda", timeout=120, seeds=2, static_policy=False), pool=WorkerPool(size=1))
+    yield v
+    v.close()
+
+
+@pytest.mark.parametrize("name, category", [
+    ("good", "ok"), ("mismatch_mask", "mismatch"), ("nan_output", "nan_inf"), ("compile_error", "compile_error"),
+    ("runtime_error", "runtime_error"), ("wrong_shape", "mismatch"), ("segfault", "runtime_error"),
+])
+def test_categories_on_gpu(gpu_verifier, name, category):
+    report = gpu_verifier.verify(CASES / "op.py", CASES / f"{name}.py")
+    assert report.category == category, report.message
+
+
+def test_accepted_kernel_is_timed(gpu_verifier):
+    report = gpu_verifier.verify(CASES / "op.py", CASES / "good.py")
+    m = report.metrics
+    assert report.accepted
+    assert m["candidate_ms"] > 0 and m["eager_ms"] > 0
+    lo, hi = m["speedup_eager_ci"]
+    assert lo <= m["speedup_eager"] <= hi
+    assert m["roofline_pct"] is not None and 0 < m["roofline_pct"] <= 100
+    assert report.environment["gpu"]
+    assert any(k.get("registers") for k in report.stage("compile").details["kernels"])
+
+
+def test_side_stream_is_caught(gpu_dynamic_only):
+    report = gpu_dynamic_only.verify(CASES / "op.py", CHEATS / "side_stream.py")
+    assert report.category in ("stream_violation", "mismatch", "stale_memory", "nan_inf"), report.message
+    assert not report.accepted
+
+
+def test_side_stream_is_a_policy_violation(gpu_verifier):
+    report = gpu_verifier.verify(CASES / "op.py", CHEATS / "side_stream.py")
+    assert report.category == "policy_violation"
+
+
+def test_pointer_cache_is_caught(gpu_verifier):
+    report = gpu_verifier.verify(CASES / "op.py", CHEATS / "pointer_cache.py")
+    assert report.category in ("caching_detected", "mismatch"), report.message
+    assert not report.accepted
+
+
+def test_timing_matches_do_bench():
+    import torch
+    import triton.testing
+
+    from kernelagent.verifier.timing import measure
+
+    x = torch.randn(8192, 8192, device="cuda")
+    fn = lambda: torch.softmax(x, -1)  # noqa: E731
+    ours = measure([fn]).median_ms
+    theirs = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+    assert abs(ours - theirs) / theirs < 0.03, (ours, theirs)
