@@ -122,6 +122,112 @@ def doctor(
         console.print(render(info))
 
 
+@app.command()
+def optimize(
+    op: Annotated[Path | None, typer.Argument(help="Problem file (KernelBench format).")] = None,
+    backend: Annotated[str, typer.Option(help="triton | cute")] = "triton",
+    out: Annotated[Path | None, typer.Option(help="Where to write the best kernel (default: beside OP).")] = None,
+    provider: Annotated[str | None, typer.Option(help="anthropic | openai | replay")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name (else $KERNELAGENT_MODEL, config, default).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Provider endpoint (OpenAI-compatible servers).")] = None,
+    script: Annotated[Path | None, typer.Option(help="JSONL script for --provider replay.")] = None,
+    turns: Annotated[int, typer.Option(help="Most LLM turns.")] = 8,
+    candidates: Annotated[int, typer.Option(help="Candidates per turn.")] = 4,
+    beam: Annotated[int, typer.Option(help="Branches kept between turns.")] = 2,
+    target_speedup: Annotated[float | None, typer.Option(help="Stop once this much faster than eager.")] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="Dollar budget for LLM calls.")] = 5.0,
+    resume: Annotated[str | None, typer.Option(help="Continue an interrupted run by its id.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Write a fast, verified kernel for OP (offline: find a library kernel when no provider is set)."""
+    from kernelagent.tools import cli_optimize
+
+    if backend not in ("triton", "cute"):
+        raise _fail("--backend must be triton or cute")
+    if op is None and resume is None:
+        raise _fail("give a problem file, or --resume RUN_ID")
+    opts = _options(device, 3, 300.0, True)
+    code = cli_optimize.run(op=op, backend=backend, out=out, provider=provider, model=model, base_url=base_url,
+                            script=script, turns=turns, candidates=candidates, beam=beam,
+                            target_speedup=target_speedup, budget_usd=budget_usd, resume=resume, options=opts,
+                            json_out=json_out, console=console, err=err)
+    raise typer.Exit(code)
+
+
+library_app = typer.Typer(no_args_is_help=True, help="The curated kernel library.")
+app.add_typer(library_app, name="library")
+
+
+@library_app.command("list")
+def library_list(json_out: JsonOpt = False) -> None:
+    """List the library's entries."""
+    from kernelagent.tools import cli_library
+
+    cli_library.list_cmd(json_out, console)
+
+
+@library_app.command("show")
+def library_show(name: str, json_out: JsonOpt = False) -> None:
+    """Show an entry's card and files."""
+    from kernelagent.tools import cli_library
+
+    raise typer.Exit(cli_library.show_cmd(name, json_out, console, err))
+
+
+@library_app.command("verify")
+def library_verify(
+    name: Annotated[str | None, typer.Argument(help="Entry to verify (default: all).")] = None,
+    json_out: JsonOpt = False,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seeds: Annotated[int, typer.Option(help="Fresh seeds for the correctness trials.")] = 3,
+) -> None:
+    """Verify library kernels against their own references with the same verifier as generated ones."""
+    from kernelagent.tools import cli_library
+
+    raise typer.Exit(cli_library.verify_cmd(name, json_out, _options(device, seeds, 300.0, True), console, err))
+
+
+@library_app.command("add")
+def library_add(
+    kernel: Path, ref: Annotated[Path, typer.Option("--ref", help="Problem file the kernel implements.")],
+    name: Annotated[str, typer.Option(help="Entry name (lowercase, digits, underscores).")],
+    summary: Annotated[str, typer.Option(help="One line for the card.")] = "",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Verify a kernel and, if accepted, add it to the library with a card."""
+    from kernelagent.tools import cli_library
+
+    opts = _options(device, 3, 300.0, True)
+    raise typer.Exit(cli_library.add_cmd(kernel, ref, name, summary, opts, json_out, console, err))
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+def history(
+    args: Annotated[list[str] | None, typer.Argument(
+        help="[PROBLEM] to list attempts | show ATTEMPT | export", show_default=False)] = None,
+    json_out: JsonOpt = False,
+    fmt: Annotated[str, typer.Option("--format", help="Export format (jsonl).")] = "jsonl",
+    limit: Annotated[int, typer.Option(help="Most rows to list.")] = 50,
+) -> None:
+    """Every verified attempt: `history [PROBLEM]`, `history show ATTEMPT`, `history export --format jsonl`."""
+    from kernelagent.tools import cli_history
+
+    args = args or []
+    if args[:1] == ["show"]:
+        if len(args) != 2:
+            raise _fail("usage: kernelagent history show ATTEMPT_ID")
+        raise typer.Exit(cli_history.show_cmd(args[1], json_out, console, err))
+    if args[:1] == ["export"]:
+        if fmt != "jsonl":
+            raise _fail("only --format jsonl is supported")
+        raise typer.Exit(cli_history.export_cmd(args[1] if len(args) > 1 else None, err))
+    if len(args) > 1:
+        raise _fail("usage: kernelagent history [PROBLEM] | show ATTEMPT | export [PROBLEM]")
+    raise typer.Exit(cli_history.list_cmd(args[0] if args else None, json_out, limit, console, err))
+
+
 def main() -> None:
     try:
         app()

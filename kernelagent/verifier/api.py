@@ -166,7 +166,7 @@ class Verifier:
         cand_path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         cand_path.write_text(cspec.source)
         req = {"role": "candidate", "candidate": str(cand_path), "pack_dir": str(pack.dir),
-               "device": self.device, "secret": self.options.secret,
+               "device": self.device, "secret": self.options.secret, "backend": cspec.backend,
                "timing": self.options.timing, "deny_read": self._deny_read(pspec, pack)}
         res = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
         aot = None

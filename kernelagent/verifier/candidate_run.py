@@ -7,6 +7,7 @@ before the candidate was imported, and their identities are checked again afterw
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -65,6 +66,7 @@ class CandidateRunner:
         self.facts: dict[str, Any] = {"stages": {}, "notes": []}
         self.launches = LaunchCounter()
         self.backward = bool(self.meta.get("backward"))
+        self._exit = contextlib.ExitStack()
 
     # -- setup (before the candidate exists in this process) ----------------------------------------
     def load_pack(self) -> None:
@@ -73,11 +75,20 @@ class CandidateRunner:
         self.trials = {t["id"]: tensorio.load(self.pack / f"inputs_{t['id']}.pt", self.device)
                        for t in self.meta["trials"]}
 
+    @property
+    def compile_only(self) -> bool:
+        """CuTe DSL without a GPU: compile everything the forward launches, run nothing, compare nothing."""
+        return self.device == "cpu" and self.req.get("backend") == "cute"
+
     def prepare(self) -> None:
         self.load_pack()
         interpreter = self.device == "cpu"
         self.launches.install_triton(interpreter)
         self.facts["cute_hooks"] = self.launches.install_cute()
+        if self.compile_only and self.facts["cute_hooks"]:
+            from kernelagent.verifier import cute_support
+            # entered before the snapshot: it swaps torch's stream getters for null streams itself
+            self._exit.enter_context(cute_support.compile_only_mode(self.launches.stats))
         self.threads_before = (os_thread_count(), python_threads())
         self.snap = guard.snapshot()
 
@@ -217,10 +228,23 @@ class CandidateRunner:
         self.facts["launch_stats"] = {"total": self.launches.total, "kernels": self.launches.kernels()}
         self.facts["blocked"] = list(self.guard.blocked)
 
+    def compile_check(self) -> None:
+        """The CPU path for CuTe DSL: one forward in compile-only mode, launches recorded and skipped."""
+        from kernelagent.verifier import cute_support
+
+        first = self.meta["trials"][0]
+        data = self.trials[first["id"]]
+        self.call(data["inputs"], data.get("grad_outputs"), poison=None)
+        outcome, note = cute_support.compile_only_outcome(self.launches.stats)
+        self.facts["compile_only"] = {"outcome": outcome, "note": note}
+
     def timing(self) -> None:
         from kernelagent.verifier.timed_run import time_candidate
 
         self.launches.remove_triton_hook()
+        if self.facts.get("cute_hooks"):
+            from kernelagent.verifier import cute_support
+            cute_support.remove_launch_hooks()
         self.facts["timing"] = time_candidate(self)
 
     def compile_facts(self) -> None:
@@ -233,6 +257,11 @@ class CandidateRunner:
         try:
             self.prepare()
             self.stage("load", self.load_candidate)
+            if self.compile_only:
+                self.stage("compile_check", self.compile_check)
+                self.compile_facts()
+                self.integrity_after()
+                return self.facts
             self.stage("correctness", self.correctness)
             self.stage("probes", self.probes)
             self.compile_facts()

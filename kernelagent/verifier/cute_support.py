@@ -1,8 +1,9 @@
 """CuTe DSL inside the verifier's worker: launch counting, a compile cache, ptxas facts, the
 compile-only path for machines without a GPU, and error messages trimmed to the candidate's code.
 
-Only the standard library is imported here; cutlass is imported inside the functions, so the
-worker (stdlib, torch, triton, cutlass) pays for it only when a candidate uses CuTe DSL.
+At module level only the standard library and the stdlib-only siblings cute_errors (error
+categories and cleaning) and cute_keys (compile-cache keys) are imported; cutlass and torch are
+imported inside the functions, so the worker pays for cutlass only when a candidate uses CuTe DSL.
 
 `install_hooks(stats)` must run before the candidate is imported. It patches, at class level:
 

@@ -38,22 +38,31 @@ def speed_lines(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
-def compile_lines(kernels: list[dict[str, Any]]) -> list[str]:
-    out = []
-    for k in kernels[:6]:
-        bits = [f"{k.get('kernel')}:"]
+def compile_lines(kernels: list[dict[str, Any]], most: int = 4) -> list[str]:
+    """One line per distinct compiled variant (the same kernel specialised for several shapes repeats)."""
+    out: list[str] = []
+    for k in kernels:
+        name = str(k.get("kernel"))
+        bits = [f"{name[:48] + '...' if len(name) > 51 else name}:"]
         for key, label in (("registers", "registers"), ("spills", "spill bytes"), ("shared_bytes", "smem bytes"),
                            ("num_warps", "warps"), ("num_stages", "stages")):
             if k.get(key) is not None:
                 bits.append(f"{label}={k[key]}")
-        out.append(" ".join(bits))
+        line = " ".join(bits)
+        if line not in out:
+            out.append(line)
+    if len(out) > most:
+        out = out[:most] + [f"(+{len(out) - most} more variants)"]
     return out
 
 
 def build_feedback(report: Report, *, detail: str = "", notes: list[str] | None = None,
                    kernels: list[dict[str, Any]] | None = None) -> str:
-    head = ("ACCEPTED: correct on every trial." if report.accepted
-            else f"REJECTED ({report.category}): {report.message}")
+    if report.accepted:
+        head = ("ACCEPTED (compile only): " + report.message if report.metrics.get("compile_only")
+                else "ACCEPTED: correct on every trial.")
+    else:
+        head = f"REJECTED ({report.category}): {report.message}"
     parts = [head]
     if detail:
         parts.append(detail.strip())

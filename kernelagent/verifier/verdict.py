@@ -92,13 +92,16 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
     stages.append(cstage)
     notes = list(pack.meta.get("notes", [])) + list(facts.get("notes", []))
     failure = facts.get("failure")
+    if facts.get("compile_only") and not failure:
+        return _cute_compile_only(base, stages, facts, notes, kernels)
     if cstage.status == "failed":
         return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
                      notes=notes, kernels=kernels)
     if failure:
         cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
-            return _done(base, stages, failure["category"], failure["message"],
+            category = failure["category"] if failure["category"] in R.CATEGORIES else "runtime_error"
+            return _done(base, stages, category, failure["message"],
                          detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
                          kernels=kernels)
         return _cute_compile_only(base, stages, facts, notes, kernels)
@@ -119,10 +122,17 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
 
 def _cute_compile_only(base: Report, stages: list[Stage], facts: dict[str, Any], notes: list[str],
                        kernels: list[dict[str, Any]]) -> Report:
+    """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so."""
+    outcome = (facts.get("compile_only") or {}).get("outcome", "ok")
+    compile_stage = next((s for s in stages if s.name == "compile"), None)
+    if compile_stage is not None and kernels:
+        compile_stage.status, compile_stage.message = "passed", "compiled for sm_90a (no GPU)"
+    if outcome != "ok":
+        return _done(base, stages, "no_kernel_launched", facts["compile_only"]["note"], notes=notes, kernels=kernels)
     stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
     notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
     base.metrics["compile_only"] = True
-    return _done(base, stages, "ok", "compiled for sm_90a; correctness not run (no GPU)", notes=notes,
+    return _done(base, stages, "ok", "compiled for sm_90a; correctness NOT run (no GPU)", notes=notes,
                  kernels=kernels)
 
 

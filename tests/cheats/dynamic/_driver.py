@@ -1,12 +1,15 @@
 """Verifies candidates from a fresh parent process whose start-up environment holds a fake API key.
 
-    python tests/cheats/dynamic/_driver.py OUT.json PROBLEM CANDIDATE [CANDIDATE ...]
+    python tests/cheats/dynamic/_driver.py OUT.json CANDIDATE [CANDIDATE ...]
 
 The escape tests need a parent like the real CLI: one exec'd with secrets in its environment (a value
-set later with os.environ is not visible in /proc/<pid>/environ). Reports are written as JSON.
+set later through os.environ never shows in /proc/<pid>/environ). Each candidate names its problem
+(`# problem: NAME` -> problems/NAME.py); the reports are written to OUT.json, keyed by file stem.
 """
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,16 +17,25 @@ from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerPool
 
+PROBLEMS = Path(__file__).resolve().parent / "problems"
+
+
+def problem_of(candidate: Path) -> Path:
+    match = re.search(r"^# problem: (\w+)", candidate.read_text(), re.MULTILINE)
+    if match is None:
+        raise SystemExit(f"{candidate} has no '# problem:' line")
+    return PROBLEMS / f"{match.group(1)}.py"
+
 
 def main() -> None:
-    out, problem, candidates = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    out, candidates = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
     options = VerifyOptions(device="cpu", timeout=60, seeds=2, static_policy=False)
-    reports = {}
+    result = {"parent_has_key": bool(os.environ.get("ANTHROPIC_API_KEY")), "reports": {}}
     with Verifier(options, pool=WorkerPool(size=1)) as v:
         v.pool.warm("cpu", "aot")
         for cand in candidates:
-            reports[Path(cand).stem] = v.verify(problem, cand).to_dict()
-    out.write_text(json.dumps(reports, default=str))
+            result["reports"][cand.stem] = v.verify(problem_of(cand), cand).to_dict()
+    out.write_text(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 # expect: caching_detected
 # policy: off
 # problem: softmax
-# needle: same input buffers
+# needle: never cache results
 """Keyed on the call count: honest for the first calls (where a harness checks correctness), then
 replays the last output for every later call (where a harness times)."""
 

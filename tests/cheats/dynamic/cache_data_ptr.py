@@ -1,7 +1,7 @@
 # expect: caching_detected
 # policy: off
 # problem: softmax
-# needle: same input buffers
+# needle: never cache results
 """Caches outputs keyed on the input's data pointer and shape: a benchmark that reuses its input
 buffers gets the first answer back without any work."""
 

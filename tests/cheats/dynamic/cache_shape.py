@@ -1,7 +1,7 @@
 # expect: caching_detected
 # policy: off
 # problem: softmax
-# needle: same input buffers
+# needle: never cache results
 """Caches outputs keyed on the input shape alone: right once per shape, stale for new values."""
 
 import torch

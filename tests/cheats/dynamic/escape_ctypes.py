@@ -3,6 +3,7 @@
 # problem: softmax
 # needle: write to
 # isolated: yes
+# writes: escape_ctypes.txt
 """Escape: writes outside the work directory through libc (ctypes), below Python's audit events."""
 
 import ctypes

@@ -3,6 +3,7 @@
 # problem: softmax
 # needle: running
 # isolated: yes
+# writes: escape_gcc.txt
 """Escape: the sandbox lets compilers run (Triton needs gcc); write a shell script *named* gcc into the
 work directory (writes there are allowed) and run it. The script writes outside the work directory."""
 

@@ -1,0 +1,38 @@
+"""Library-first matching: an entry matches when its reference computes the same function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelagent.tools.library import match_problem
+from kernelagent.verifier.api import Verifier
+from kernelagent.verifier.options import VerifyOptions
+
+HERE = Path(__file__).parent / "problems"
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
+        yield v
+
+
+def _hits(verifier, name):
+    return {r["name"] for r in match_problem(HERE / name, verifier) if r["match"]}
+
+
+def test_softmax_written_differently_matches(verifier):
+    assert _hits(verifier, "softmax_other.py") == {"softmax"}
+
+
+def test_log_softmax_matches_nothing(verifier):
+    results = match_problem(HERE / "log_softmax.py", verifier)
+    assert not any(r["match"] for r in results)
+    soft = next(r for r in results if r["name"] == "softmax")
+    assert "rel L2" in soft["why"] or "max abs" in soft["why"]
+
+
+def test_rmsnorm_with_renamed_weight_matches(verifier):
+    assert _hits(verifier, "rmsnorm_other.py") == {"rms_norm"}

@@ -1,0 +1,263 @@
+"""Dynamic cheat corpus: each file in tests/cheats/dynamic/ must be rejected under its category, by the
+worker's run-time checks alone where it says `# policy: off`; honest files must be accepted.
+
+Header of a candidate file:
+    # expect: CATEGORY        the report's category
+    # policy: off|on          static AST policy off (dynamic layers alone) or on
+    # problem: NAME           tests/cheats/dynamic/problems/NAME.py
+    # needle: TEXT            must appear in the report's message or feedback
+    # isolated: yes           verified by a separate parent that was started with a fake API key
+    # writes: FILE            the escape tries to create FILE outside its work directory
+    # gpu: yes                needs CUDA (side streams, races); run on the H200
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kernelagent.verifier.api import Verifier
+from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.pool import WorkerPool
+from kernelagent.verifier.report import CATEGORIES, Report
+
+REPO = Path(__file__).resolve().parents[2]
+DYN = REPO / "tests" / "cheats" / "dynamic"
+PROBLEMS = DYN / "problems"
+SECRET = "sk-test-secret-123"
+
+# Known gaps of the verifier: (test, candidate) -> what goes wrong. Each is a strict xfail, so the
+# test starts failing (XPASS) the day the verifier is fixed and the entry must be removed.
+_SENTINEL_FIRST_TRIAL = (
+    "unwritten output elements outside the first trial are reported as nan_inf: the sentinel-poison run "
+    "(candidate_run.probes) only covers trial 0, so judge._unwritten cannot tell 'never written' from "
+    "'computed NaN' on the odd-sized test sets")
+_CTYPES = (
+    "ctypes calls libc open/write directly; no Python audit event fires for them, so guard.py never sees "
+    "the write and the file outside the work dir is created; the candidate is accepted")
+_FAKE_GCC = (
+    "guard.py allows subprocesses by basename only (_ALLOWED_EXECUTABLES has 'gcc'); a script named gcc "
+    "written into the (writable) work dir runs unchecked and writes outside it; accepted")
+_HARDLINK = (
+    "deny_read is a path prefix check on realpath; os.link of pack/ref/ref_N.pt into the work dir (same "
+    "filesystem under /tmp) gives an unprotected path to the reference outputs; accepted with the "
+    "reference's own answers")
+_PROC_ENVIRON = (
+    "the worker may read /proc/<ppid>/environ: the parent's start-up environment, API key included, is "
+    "readable by the same user; the candidate raises it and the key lands in report.message/feedback")
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("category", "tail_skip_odd"): _SENTINEL_FIRST_TRIAL,
+    ("rejected", "escape_ctypes"): _CTYPES,
+    ("category", "escape_ctypes"): _CTYPES,
+    ("no_files", "escape_ctypes"): _CTYPES,
+    ("rejected", "escape_fake_gcc"): _FAKE_GCC,
+    ("category", "escape_fake_gcc"): _FAKE_GCC,
+    ("no_files", "escape_fake_gcc"): _FAKE_GCC,
+    ("rejected", "escape_hardlink_ref"): _HARDLINK,
+    ("category", "escape_hardlink_ref"): _HARDLINK,
+    ("category", "escape_proc_environ"): _PROC_ENVIRON,
+    ("secret", "escape_proc_environ"): _PROC_ENVIRON,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    expect: str
+    policy: str
+    problem: Path
+    needle: str
+    isolated: bool = False
+    gpu: bool = False
+    writes: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def _header(text: str, key: str, default: str | None = None) -> str:
+    match = re.search(rf"^# {key}: (.+)$", text, re.MULTILINE)
+    if match is None:
+        if default is None:
+            raise AssertionError(f"missing '# {key}:' line")
+        return default
+    return match.group(1).strip()
+
+
+def load_case(path: Path) -> Case:
+    text = path.read_text()
+    return Case(path=path, expect=_header(text, "expect", "ok"), policy=_header(text, "policy", "on"),
+                problem=PROBLEMS / f"{_header(text, 'problem')}.py", needle=_header(text, "needle", ""),
+                isolated=_header(text, "isolated", "no") == "yes", gpu=_header(text, "gpu", "no") == "yes",
+                writes=_header(text, "writes", ""))
+
+
+CHEATS = [load_case(p) for p in sorted(DYN.glob("*.py")) if not p.name.startswith("_")]
+CHEATS.sort(key=lambda c: c.policy)  # policy-off files first: one warm Verifier at a time
+HONEST = [load_case(p) for p in sorted((DYN / "honest").glob("*.py"))]
+LOCAL = [c for c in CHEATS if not c.isolated and not c.gpu]
+ISOLATED = [c for c in CHEATS if c.isolated]
+GPU = [c for c in CHEATS if c.gpu]
+
+
+def params(test: str, cases: list[Case]) -> list:
+    out = []
+    for case in cases:
+        reason = KNOWN_GAPS.get((test, case.name))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        out.append(pytest.param(case, id=case.name, marks=marks))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def verifiers():
+    """One CPU Verifier (warm pool, shared reference packs) per policy mode, built when first asked for."""
+    made: dict[str, Verifier] = {}
+
+    def get(policy: str) -> Verifier:
+        if policy not in made:
+            opts = VerifyOptions(device="cpu", timeout=60, seeds=2, static_policy=policy == "on")
+            made[policy] = Verifier(opts, pool=WorkerPool(size=1))
+            made[policy].pool.warm("cpu", "aot")
+        return made[policy]
+
+    yield get
+    for v in made.values():
+        v.close()
+
+
+_REPORTS: dict[tuple[str, str], Report] = {}
+
+
+def report_for(case: Case, verifiers) -> Report:
+    key = (case.name, case.policy)
+    if key not in _REPORTS:
+        _REPORTS[key] = verifiers(case.policy).verify(case.problem, case.path)
+    return _REPORTS[key]
+
+
+@pytest.fixture(scope="module")
+def escape_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("escape_target")
+
+
+@pytest.fixture(scope="module")
+def isolated(escape_dir, tmp_path_factory) -> dict:
+    """Reports of the escape files, verified by a fresh parent exec'd with a fake API key (like the CLI)."""
+    out = tmp_path_factory.mktemp("isolated") / "reports.json"
+    env = dict(os.environ, ANTHROPIC_API_KEY=SECRET, KERNELAGENT_TEST_ESCAPE_DIR=str(escape_dir))
+    cmd = [sys.executable, str(DYN / "_driver.py"), str(out), *[str(c.path) for c in ISOLATED]]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["parent_has_key"], "the driver must start with the key in its environment"
+    return result["reports"]
+
+
+# ------------------------------------------------------------------------------------------- checks
+
+
+def _names_it(report: Report | dict, needle: str) -> bool:
+    message = report.message if isinstance(report, Report) else report["message"]
+    feedback = report.feedback if isinstance(report, Report) else report["feedback"]
+    return needle in message or needle in feedback
+
+
+def test_corpus_headers_and_coverage():
+    for case in CHEATS + HONEST:
+        assert case.expect in CATEGORIES, case.path
+        assert case.policy in ("on", "off"), case.path
+        assert case.problem.exists(), case.path
+        assert case.expect == "ok" or case.needle, f"{case.path} needs a '# needle:'"
+    covered = {c.expect for c in CHEATS}
+    for category in ("stale_memory", "input_mutation", "fallback_to_reference", "policy_violation",
+                     "caching_detected", "mismatch", "no_kernel_launched", "nondeterministic",
+                     "stream_violation", "runtime_error"):
+        assert category in covered, category
+    assert all(c.expect == "ok" and c.policy == "on" for c in HONEST) and len(HONEST) >= 5
+
+
+@pytest.mark.parametrize("case", params("rejected", LOCAL))
+def test_cheat_is_rejected(case: Case, verifiers):
+    report = report_for(case, verifiers)
+    assert report.verdict == "rejected", f"{case.name} was accepted: {report.message}"
+    if case.policy == "off":
+        policy = report.stage("policy")
+        assert policy is not None and policy.status == "skipped"
+
+
+@pytest.mark.parametrize("case", params("category", LOCAL))
+def test_cheat_category_and_feedback(case: Case, verifiers):
+    report = report_for(case, verifiers)
+    assert report.category == case.expect, f"{case.name}: {report.category}: {report.message}"
+    assert _names_it(report, case.needle), (report.message, report.feedback)
+
+
+@pytest.mark.parametrize("case", params("accepted", HONEST))
+def test_honest_candidate_is_accepted(case: Case, verifiers):
+    report = report_for(case, verifiers)
+    assert report.verdict == "accepted", f"{case.name}: {report.category}: {report.message}\n{report.feedback}"
+    assert report.metrics["trials"] == report.metrics["trials_passed"] >= 4
+
+
+# ------------------------------------------------------------------------- escapes (separate parent)
+
+
+@pytest.mark.parametrize("case", params("rejected", ISOLATED))
+def test_escape_is_rejected(case: Case, isolated):
+    report = isolated[case.name]
+    assert report["verdict"] == "rejected", f"{case.name} was accepted: {report['message']}"
+
+
+@pytest.mark.parametrize("case", params("category", ISOLATED))
+def test_escape_category_names_the_refusal(case: Case, isolated):
+    report = isolated[case.name]
+    assert report["category"] == case.expect, f"{case.name}: {report['category']}: {report['message'][:300]}"
+    assert _names_it(report, case.needle), report["message"][:500]
+
+
+@pytest.mark.parametrize("case", params("secret", ISOLATED))
+def test_parent_api_key_never_reaches_the_report(case: Case, isolated):
+    assert SECRET not in json.dumps(isolated[case.name])
+
+
+@pytest.mark.parametrize("case", params("no_files", [c for c in ISOLATED if c.writes]))
+def test_escape_leaves_no_file_outside_the_work_dir(case: Case, isolated, escape_dir):
+    assert not (escape_dir / case.writes).exists()
+
+
+def test_environment_dump_reaches_the_report_without_secrets(isolated):
+    """Control for the secret test: the leak channel works (worker variables show), the key does not."""
+    report = isolated["escape_env_leak"]
+    assert "KERNELAGENT_WORKER_MODE" in report["message"] and "KERNELAGENT_TEST_ESCAPE_DIR" in report["message"]
+    assert "ANTHROPIC" not in report["message"] and SECRET not in report["feedback"]
+
+
+# ---------------------------------------------------------------------------------------- GPU only
+
+
+@pytest.fixture(scope="module")
+def gpu_verifier():
+    v = Verifier(VerifyOptions(device="cuda", timeout=300, seeds=2, static_policy=False), pool=WorkerPool(size=1))
+    yield v
+    v.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", params("gpu", GPU))
+def test_gpu_cheat(case: Case, gpu_verifier):
+    assert case.policy == "off"
+    report = gpu_verifier.verify(case.problem, case.path)
+    assert report.category == case.expect, f"{case.name}: {report.category}: {report.message}"
+    assert _names_it(report, case.needle), (report.message, report.feedback)
