@@ -1,6 +1,7 @@
 """Pass/fail for the error rows that tests/helpers/interp_checks.py produces.
 
-fp32 must match the float64 reference to 1e-5 norm-wise (1e-4 at the worst element). bf16 keeps
+fp32 must match the float64 reference to 1e-5 norm-wise (1e-4 at the worst element), or 4x torch's
+own fp32 error where that is larger (near one-hot softmax gradients cancel). bf16 keeps
 8 bits of mantissa (unit roundoff u = 2**-8 = 3.9e-3): an output rounded once from fp32 math is
 within u, but the CPU interpreter truncates fp32 -> bf16 (up to 2u), and gradients built from
 rounded values lose more where they cancel. So, as the verifier does (kernelagent/verifier/compare.py),
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 def limits(row: dict) -> tuple[float, float]:
     """(norm-wise limit, worst-element limit) for one row."""
-    if "float32" in row["ref_dtype"]:
-        return 1e-5, 1e-4
     floor, floor_peak = row["floor"], row["floor_peak"]
+    if "float32" in row["ref_dtype"]:  # as for bf16: within [1e-5, 1e-4], and never below 2x torch's own error
+        return max(min(1e-4, max(1e-5, 4 * floor)), 2 * floor), max(1e-4, 4 * floor_peak)
     return max(min(2e-2, max(8e-3, 4 * floor)), 2 * floor), max(3e-2, 4 * floor_peak)
 
 

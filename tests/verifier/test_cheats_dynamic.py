@@ -49,11 +49,33 @@ _HARDLINK = (
     "deny_read is a path prefix check on realpath; os.link of pack/ref/ref_N.pt into the work dir (same "
     "filesystem under /tmp) gives an unprotected path to the reference outputs; accepted with the "
     "reference's own answers")
+_TAMPER_CLASS = (
+    "the identity snapshot (guard.snapshot) covers module attributes only: replacing a method on the "
+    "verifier's OpRecorder class keeps `integrity.OpRecorder` identical and fires no audit event, so the "
+    "recorder reports no compute ops and the torch.softmax fallback is accepted")
+_TAMPER_CODE = (
+    "assigning a new __code__ to candidate_run._inputs_unchanged and _aliases keeps both function objects "
+    "identical, so the snapshot sees nothing; the audit event it fires (object.__setattr__ '__code__') is "
+    "not handled by guard.py; the in-place ReLU is accepted")
 _PROC_ENVIRON = (
     "the worker may read /proc/<ppid>/environ: the parent's start-up environment, API key included, is "
     "readable by the same user; the candidate raises it and the key lands in report.message/feedback")
+_OTHER_THREAD = (
+    "OpRecorder is a TorchDispatchMode, which is thread-local: torch.softmax run in a helper thread that is "
+    "joined inside forward is never recorded, and the thread is gone before the thread count; accepted")
+_NUMPY = (
+    "NumPy (like pure Python or ctypes) computes below the aten dispatcher, so OpRecorder sees only the "
+    "allowed copies and allocations; a copy kernel satisfies the launch count; accepted")
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("category", "tail_skip_odd"): _SENTINEL_FIRST_TRIAL,
+    ("rejected", "fallback_in_thread"): _OTHER_THREAD,
+    ("category", "fallback_in_thread"): _OTHER_THREAD,
+    ("rejected", "fallback_numpy"): _NUMPY,
+    ("category", "fallback_numpy"): _NUMPY,
+    ("rejected", "tamper_recorder"): _TAMPER_CLASS,
+    ("category", "tamper_recorder"): _TAMPER_CLASS,
+    ("rejected", "tamper_code_swap"): _TAMPER_CODE,
+    ("category", "tamper_code_swap"): _TAMPER_CODE,
     ("rejected", "escape_ctypes"): _CTYPES,
     ("category", "escape_ctypes"): _CTYPES,
     ("no_files", "escape_ctypes"): _CTYPES,
@@ -62,9 +84,21 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("no_files", "escape_fake_gcc"): _FAKE_GCC,
     ("rejected", "escape_hardlink_ref"): _HARDLINK,
     ("category", "escape_hardlink_ref"): _HARDLINK,
-    ("category", "escape_proc_environ"): _PROC_ENVIRON,
-    ("secret", "escape_proc_environ"): _PROC_ENVIRON,
 }
+
+
+def _parent_environ_readable() -> bool:
+    """Whether this machine lets a process read its parent's /proc/<pid>/environ (Linux, same user: yes)."""
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb"):
+            return True
+    except OSError:
+        return False
+
+
+if _parent_environ_readable():
+    KNOWN_GAPS[("category", "escape_proc_environ")] = _PROC_ENVIRON
+    KNOWN_GAPS[("secret", "escape_proc_environ")] = _PROC_ENVIRON
 
 
 @dataclass(frozen=True)
@@ -147,22 +181,39 @@ def report_for(case: Case, verifiers) -> Report:
     return _REPORTS[key]
 
 
-@pytest.fixture(scope="module")
-def escape_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("escape_target")
-
-
-@pytest.fixture(scope="module")
-def isolated(escape_dir, tmp_path_factory) -> dict:
-    """Reports of the escape files, verified by a fresh parent exec'd with a fake API key (like the CLI)."""
+@pytest.fixture(scope="module", autouse=True)
+def separate_parent(request, tmp_path_factory):
+    """Starts the escape files' own parent (exec'd with a fake API key, like the CLI) at module set-up,
+    so it runs alongside the in-process tests; only when an escape test was selected."""
+    if not any("isolated" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        yield None
+        return
+    escape_dir = tmp_path_factory.mktemp("escape_target")
     out = tmp_path_factory.mktemp("isolated") / "reports.json"
-    env = dict(os.environ, ANTHROPIC_API_KEY=SECRET, KERNELAGENT_TEST_ESCAPE_DIR=str(escape_dir))
+    env = {k: v for k, v in os.environ.items() if k not in ("KERNELAGENT_SCRATCH", "TMPDIR")}  # both in /tmp
+    env.update(ANTHROPIC_API_KEY=SECRET, KERNELAGENT_TEST_ESCAPE_DIR=str(escape_dir))
     cmd = [sys.executable, str(DYN / "_driver.py"), str(out), *[str(c.path) for c in ISOLATED]]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield proc, out, escape_dir
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def isolated(separate_parent) -> dict:
+    """Reports of the escape files, keyed by file stem."""
+    proc, out, _ = separate_parent
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["parent_has_key"], "the driver must start with the key in its environment"
     return result["reports"]
+
+
+@pytest.fixture(scope="module")
+def escape_dir(separate_parent) -> Path:
+    return separate_parent[2]
 
 
 # ------------------------------------------------------------------------------------------- checks
