@@ -23,9 +23,11 @@ _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
 
 
-def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any]]:
-    signature, constexprs = {}, {}
-    for p in fn.params:
+def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any], dict]:
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    signature, constexprs, attrs = {}, {}, {}
+    for i, p in enumerate(fn.params):
         desc = args.get(p.name)
         if desc is None:
             if p.has_default:
@@ -34,18 +36,21 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
         if p.is_constexpr or desc["kind"] in ("none", "const"):
             signature[p.name] = "constexpr"
             constexprs[p.name] = desc.get("value")
-        elif desc["kind"] == "ptr":
-            signature[p.name] = "*" + desc["dtype"]
-        elif desc["kind"] == "int":
-            v = int(desc["value"])
-            signature[p.name] = "i32" if -(2**31) <= v < 2**31 else "i64"
+        elif desc["kind"] in ("ptr", "int"):
+            if desc["kind"] == "ptr":
+                signature[p.name] = "*" + desc["dtype"]
+            else:
+                v = int(desc["value"])
+                signature[p.name] = "i32" if -(2**31) <= v < 2**31 else "i64"
+            if desc.get("attr"):  # the GPU JIT's divisibility hint, so AOT compiles what the GPU would
+                attrs[(i,)] = CUDABackend.parse_attr(desc["attr"])
         elif desc["kind"] == "float":
             signature[p.name] = "fp32"
         elif desc["kind"] == "bool":
             signature[p.name] = "i1"
         else:
             raise TypeError(f"argument {p.name} of type {desc.get('type')} cannot be compiled ahead of time")
-    return signature, constexprs
+    return signature, constexprs, attrs
 
 
 def _ptxas_report(ptx: str) -> dict[str, Any]:
@@ -68,9 +73,9 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    signature, constexprs = _signature(fn, req["args"])
+    signature, constexprs, attrs = _signature(fn, req["args"])
     options = {k: v for k, v in req.get("options", {}).items() if k in ("num_warps", "num_stages", "num_ctas")}
-    ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+    ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                         target=GPUTarget("cuda", 90, 32), options=options)
     facts = {"kernel": req["kernel"], "backend": "triton", "target": "sm_90a",
              "shared_bytes": getattr(ck.metadata, "shared", None), "num_warps": ck.metadata.num_warps,

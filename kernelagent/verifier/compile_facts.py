@@ -18,14 +18,28 @@ _TRITON_PTR = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
+def _specialization(value: Any) -> tuple[str, Any] | None:
+    """How the GPU JIT would specialise this argument: (type, attr) e.g. ('*fp32', 'D') for 16-divisible."""
+    try:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.backends.nvidia.compiler import CUDABackend
+        return tuple(native_specialize_impl(CUDABackend, value, False, True, True))
+    except (ImportError, TypeError, ValueError, RuntimeError):
+        return None
+
+
 def describe_arg(value: Any) -> dict[str, Any]:
-    """A JSON description of one launch argument, enough to rebuild a Triton signature."""
+    """A JSON description of one launch argument, enough to rebuild a Triton signature with the GPU
+    JIT's specialisation (ints equal to 1 become constexprs; 16-divisible pointers and ints say so)."""
+    spec = _specialization(value) if isinstance(value, (torch.Tensor, int)) and not isinstance(value, bool) else None
     if isinstance(value, torch.Tensor):
-        return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32")}
+        return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32"), "attr": spec[1] if spec else ""}
     if isinstance(value, bool):
         return {"kind": "bool", "value": value}
     if isinstance(value, int):
-        return {"kind": "int", "value": value}
+        if spec and spec[0] == "constexpr":
+            return {"kind": "const", "value": value}
+        return {"kind": "int", "value": value, "attr": spec[1] if spec else ""}
     if isinstance(value, float):
         return {"kind": "float", "value": value}
     if value is None:

@@ -1,7 +1,10 @@
-"""Make the Triton interpreter round fp32 -> bf16 like the GPU does (to nearest even).
+"""Two fixes that make Triton 3.6's interpreter compute bf16 the way the GPU does.
 
-Triton 3.6's interpreter truncates on that conversion, which doubles a bf16 kernel's output error on
-CPU and can push honest kernels over the bf16 tolerance; on the GPU the store rounds to nearest.
+1. fp32 -> bf16 conversion truncates in the interpreter and rounds to nearest even on the GPU; the
+   truncation doubles a bf16 kernel's output error on CPU and can push honest kernels over the bf16
+   tolerance.
+2. `tl.dot` on bf16 operands multiplies their raw uint16 storage (bf16 is kept as uint16 there),
+   which gives garbage; the GPU's tensor cores multiply the values with fp32 accumulation.
 Applied in CPU-mode workers only, before any candidate is imported.
 """
 
@@ -30,4 +33,28 @@ def round_bf16_to_nearest() -> bool:
         return rounded.reshape(np.shape(values))
 
     interpreter._convert_float = convert
+    return True
+
+
+def bf16_dot_in_fp32() -> bool:
+    """Make the interpreter's tl.dot widen bf16 operands to fp32 before multiplying."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    original = getattr(builder, "create_dot", None)
+    if original is None:
+        return False
+
+    def widen(handle: Any) -> Any:
+        if getattr(handle.dtype, "scalar", handle.dtype) == tl.bfloat16:
+            data = interpreter._convert_float(handle.data, tl.bfloat16, tl.float32, None).view(np.float32)
+            return interpreter.TensorHandle(data, tl.float32)
+        return handle
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    builder.create_dot = create_dot
     return True

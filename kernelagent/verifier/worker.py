@@ -27,8 +27,9 @@ def _warm_imports(mode: str) -> dict[str, str]:
     except ImportError:
         versions["triton"] = ""
     if mode == "cpu" and versions["triton"]:
-        from kernelagent.verifier.interp_fixes import round_bf16_to_nearest
+        from kernelagent.verifier.interp_fixes import bf16_dot_in_fp32, round_bf16_to_nearest
         versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
+        versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
     if mode == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()

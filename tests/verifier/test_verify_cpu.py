@@ -106,3 +106,11 @@ def test_signature_mismatch_is_a_load_error(tmp_path):
         report = v.verify(OP, cand)
     assert report.category == "load_error"
     assert "does not match Model.forward" in report.message
+
+
+def test_bf16_dot_runs_like_the_gpu(verifier):
+    """The interpreter multiplies bf16 storage bits unless the worker widens them (interp_fixes)."""
+    cases = Path(__file__).parent / "cases" / "matmul_bf16"
+    report = verifier.verify(cases / "op.py", cases / "good.py")
+    assert report.category == "ok", report.message
+    assert report.environment["interpreter_bf16_dot"] == "fp32"
