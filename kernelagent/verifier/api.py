@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelagent.verifier.policy import check_policy
-
 from kernelagent.problem import (
     CandidateSpec,
     ProblemError,
@@ -29,6 +27,7 @@ from kernelagent.problem import (
 from kernelagent.verifier import report as R
 from kernelagent.verifier.feedback import build_feedback
 from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.policy import check_policy
 from kernelagent.verifier.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.report import Report, Stage
 
