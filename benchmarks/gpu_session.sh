@@ -6,7 +6,7 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-}
 export KERNELAGENT_HOME=${OUT:-/tmp}/kahome
 mkdir -p "$KERNELAGENT_HOME"
 t0=$(date +%s)
-budget=${GPU_SESSION_BUDGET:-420}
+budget=${GPU_SESSION_BUDGET:-540}
 left() { echo $(( budget - ($(date +%s) - t0) )); }
 step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left
   local name=$1 secs=$2; shift 2
@@ -19,8 +19,9 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 step doctor 60 python3 -m kernelagent.cli doctor --measure --json
 cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null
-step examples 200 python3 benchmarks/examples_gpu.py
-step gpu-tests 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu tests/verifier --timeout 120 -o addopts="" --import-mode=importlib
-step timing 60 python3 benchmarks/timing_method.py
-step cost 90 python3 benchmarks/verifier_cost.py
+step gpu-tests 180 python3 -m pytest -q -m "gpu or cute" -p no:cacheprovider tests/gpu tests/verifier tests/prompts --timeout 120 -o addopts="" --import-mode=importlib
+step examples 150 python3 benchmarks/examples_gpu.py
+step cost 70 python3 benchmarks/verifier_cost.py
+step timing 40 python3 benchmarks/timing_method.py
+step peers 120 python3 benchmarks/library_peers.py
 echo "total $(( $(date +%s) - t0 ))s"

@@ -31,10 +31,11 @@ def time_baselines(runner: Any, meta: dict[str, Any]) -> dict[str, Any]:
     model = runner.build_model(init["init_inputs"])
     model.load_state_dict(init["states"][0])
     out: dict[str, Any] = {"trials": ids, "mode": "forward+backward" if runner.backward else "forward"}
-    out["eager"] = measure(_fns(model, runner, ids)).to_dict()
+    eager = measure(_fns(model, runner, ids))
+    out["eager"] = eager.to_dict()
     try:
         compiled = torch.compile(model)
-        out["compile"] = measure(_fns(compiled, runner, ids)).to_dict()
+        out["compile"] = measure(_fns(compiled, runner, ids), use_graph=eager.method == "cuda_graph").to_dict()
     except Exception as e:  # noqa: BLE001 - torch.compile failing is a fact to report, not fatal
         out["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     return out

@@ -46,7 +46,9 @@ def time_candidate(runner: Any) -> dict[str, Any]:
         data = runner.trials[tid]
         bufs = tensorio.clone_leaves(data["inputs"])
         fns.append(make_call(runner.model, bufs, data.get("grad_outputs"), runner.backward, sink, tid))
-    timing = measure(fns)
+    # the same method as the baseline: CUDA-graph replay on both sides when eager ran under 10 us
+    eager_method = ((runner.meta.get("baseline") or {}).get("eager") or {}).get("method")
+    timing = measure(fns, use_graph=None if eager_method is None else eager_method == "cuda_graph")
     for tid in ids:
         leaves, _ = tensorio.flatten(sink[tid])
         runner.save(f"timed_{tid}", {"leaves": [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves],
