@@ -23,7 +23,7 @@ def prepare_with(verifier: Verifier, problem_path: str) -> dict[str, Any]:
     spec = inspect_problem(problem_path)
     pack = verifier.reference(spec)
     meta = pack.meta
-    audit = audit_pack(pack.dir, meta)
+    audit = audit_pack(pack.dir, meta, pack.refs)
     audit["advice"] = advice(audit)
     work = meta.get("work") or {}
     gpu = pack.environment.get("gpu")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.policy import check_policy
 from kernelagent.verifier.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.report import Report, Stage
+from kernelagent.verifier.sandbox import redact, secret_values
 
 Progress = Callable[[str], None]
 
@@ -48,6 +50,11 @@ class Pack:
     meta: dict[str, Any]
     environment: dict[str, Any]
     seconds: float
+    ref_dir: Path | None = None
+
+    @property
+    def refs(self) -> Path:
+        return self.ref_dir or self.dir / "ref"
 
 
 def resolve_device(device: str) -> str:
@@ -97,9 +104,11 @@ class Verifier:
             return self._packs[key]
         pack_dir = self.scratch / "packs" / key
         pack_dir.mkdir(parents=True, exist_ok=True)
+        ref_dir = self.scratch / "refs" / secrets.token_hex(16)
         worker = worker or self.pool.acquire(self.device)
         req = {"role": "reference", "problem": str(Path(spec.path).resolve()), "device": self.device,
                "secret": self.options.secret, "seeds": self.options.seeds, "pack_dir": str(pack_dir),
+               "ref_dir": str(ref_dir),
                "cpu_max_elements": self.options.cpu_max_elements, "timing": self.options.timing}
         res = worker.run(req, self.options.timeout * 2, self.options.memory_limit_mb)
         worker.discard(self.options.keep_workdir)
@@ -108,7 +117,7 @@ class Verifier:
             raise ReferenceFailure(_reference_report(spec, res))
         meta = res.result["meta"]
         meta["device"] = self.device
-        pack = Pack(pack_dir, meta, env, res.seconds)
+        pack = Pack(pack_dir, meta, env, res.seconds, ref_dir)
         self._packs[key] = pack
         return pack
 
@@ -212,7 +221,7 @@ class Verifier:
         home = Path.home()
         ka_home = Path(os.environ.get("KERNELAGENT_HOME") or home / ".kernelagent")
         kernels = Path(__file__).resolve().parents[1] / "kernels"
-        return [str(pack.dir / "ref"), str(Path(pspec.path).resolve()), str(ka_home), str(kernels),
+        return [str(self.scratch / "refs"), str(pack.refs), str(Path(pspec.path).resolve()), str(ka_home), str(kernels),
                 str(home / ".ssh"), str(home / ".aws"), str(home / ".config"), str(home / ".netrc"),
                 str(home / ".anthropic")]
 
@@ -243,7 +252,14 @@ def _reference_report(spec: ProblemSpec, res: WorkerResult) -> Report:
 
 
 def _finish(report: Report, t0: float) -> Report:
+    """Time the verification and scrub the caller's secrets from everything the candidate could echo."""
     report.metrics.setdefault("verify_seconds", round(time.perf_counter() - t0, 3))
+    found = secret_values()
+    if found:
+        text = json.dumps(report.to_dict(), default=str)
+        clean = redact(text, found)
+        if clean != text:
+            report = Report.from_dict(json.loads(clean))
     return report
 
 

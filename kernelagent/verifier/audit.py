@@ -40,13 +40,13 @@ def _trivial_answers(ref_out: list[Any], inputs: list[Any]) -> dict[str, list[An
     return {k: v for k, v in answers.items() if all(x is not None for x in v)}
 
 
-def audit_pack(pack_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+def audit_pack(pack_dir: Path, meta: dict[str, Any], ref_dir: Path | None = None) -> dict[str, Any]:
     """Which trivial answers pass on every trial, and how much the output varies across seeds."""
     tol = meta["problem"].get("tolerance")
     passing: dict[str, bool] = {}
     by_set: dict[int, list[list[Any]]] = {}
     for trial in meta["trials"]:
-        ref = tensorio.load(pack_dir / "ref" / f"ref_{trial['id']}.pt")
+        ref = tensorio.load((ref_dir or pack_dir / "ref") / f"ref_{trial['id']}.pt")
         inputs = tensorio.load(pack_dir / f"inputs_{trial['id']}.pt")["inputs"]
         for name, answer in _trivial_answers(ref["native"], inputs).items():
             ok = compare_outputs(trial, answer, {"native": ref["native"], "f64": ref.get("f64")}, tol).ok
@@ -87,7 +87,7 @@ def audit_problem(path: str | Path, options: VerifyOptions | None = None) -> dic
             pack = v.reference(spec)
         except ReferenceFailure as e:
             return {"problem": str(path), "error": e.report.message, "degenerate": False}
-        result = audit_pack(pack.dir, pack.meta)
+        result = audit_pack(pack.dir, pack.meta, pack.refs)
     result.update(problem=str(path), name=spec.name, advice=advice(result))
     return result
 

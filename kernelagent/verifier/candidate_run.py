@@ -182,6 +182,9 @@ class CandidateRunner:
             self.load_state(data["state"])
             res = self.call(data["inputs"], data.get("grad_outputs"), poison="nan")
             self.save(f"cand_{trial['id']}", res)
+            if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
+                self.save(f"sentinel_{trial['id']}", self.call(data["inputs"], data.get("grad_outputs"),
+                                                               poison="sentinel"))
             per_trial[trial["id"]] = {k: res[k] for k in ("launches", "compute_ops", "mutated", "types",
                                                            "aliases", "structure", "devices")}
         self.facts["trials"] = per_trial
@@ -297,6 +300,10 @@ def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
     res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
     torch.cuda.nvtx.range_pop()
     return {"trial": tid, "launches": res["launches"]}
+
+
+def _has_nan(leaves: list[Any]) -> bool:
+    return any(isinstance(x, torch.Tensor) and x.is_floating_point() and bool(_isnan(x).any()) for x in leaves)
 
 
 def _devices(leaves: list[Any]) -> list[str]:

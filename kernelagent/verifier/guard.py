@@ -61,18 +61,49 @@ def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def _caller_is_candidate(state: GuardState) -> bool:
-    """Whether the frame that raised the event is the candidate's own code (not a library it called).
+def _candidate_frames(state: GuardState, depth: int) -> bool:
+    """Whether one of the `depth` Python frames that raised the event is the candidate's own code.
 
-    Stack here: _caller_is_candidate <- _check <- hook <- the caller of sys._getframe / gc.* / ...
+    Stack here: _candidate_frames <- _check <- hook <- the frame that raised the event <- ...
+    depth 1 means the direct caller only (sys._getframe, gc.*: libraries use them legitimately);
+    a few frames reach through ctypes' own wrappers (ctypes.CDLL(...), libc.open) to the candidate.
     """
     frame = sys._getframe(3)
-    return frame is not None and frame.f_code.co_filename == state.candidate_file
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename == state.candidate_file:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _caller_is_candidate(state: GuardState) -> bool:
+    return _candidate_frames(state, 1)
+
+
+def _foreign_proc(path: str) -> bool:
+    """/proc/<pid>/... of another process (its environment, memory, command line)."""
+    parts = path.split("/")
+    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and int(parts[2]) != os.getpid()
+
+
+def _resolve_executable(exe: str, env: object) -> str:
+    if "/" in exe:
+        return os.path.realpath(exe)
+    path = env.get("PATH") if isinstance(env, dict) else None
+    for d in (path or os.environ.get("PATH", "")).split(os.pathsep):
+        cand = os.path.join(d, exe)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return os.path.realpath(cand)
+    return exe
 
 
 def install_audit_hook(state: GuardState) -> None:
     """Install the (irremovable) audit hook; it only bites once `state.active` is set."""
     write_roots = [os.path.realpath(state.workdir), "/dev/null", "/dev/shm", "/dev/nvidia"]
+    # programs that may run: by name, and only from a directory the candidate cannot write to
+    untrusted_dirs = [os.path.realpath(state.workdir), "/dev/shm"]  # the only places it may write
 
     def deny(reason: str) -> None:
         state.blocked.append(reason)
@@ -87,24 +118,45 @@ def install_audit_hook(state: GuardState) -> None:
         finally:
             _local.busy = False
 
+    def _check_open(args: tuple) -> None:
+        path = os.path.realpath(os.fsdecode(args[0]))
+        if _is_write(args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else None):
+            if not _under(path, write_roots):
+                deny(f"write to {path}")
+        elif _under(path, state.deny_read) or _foreign_proc(path):
+            deny(f"read of {path}")
+
+    def _check_exec(event: str, args: tuple) -> None:
+        exe = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes)) else ""
+        if not exe and len(args) > 1 and args[1]:
+            exe = os.fsdecode(list(args[1])[0])
+        env = args[3] if event == "subprocess.Popen" and len(args) > 3 else None
+        real = _resolve_executable(exe, env)
+        if os.path.basename(exe) not in _ALLOWED_EXECUTABLES or _under(real, untrusted_dirs):
+            deny(f"running {exe or 'a program'}")
+
     def _check(event: str, args: tuple) -> None:
         if event == "open" and args and isinstance(args[0], (str, bytes)):
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if _is_write(args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else None):
-                if not _under(path, write_roots):
-                    deny(f"write to {path}")
-            elif _under(path, state.deny_read):
-                deny(f"read of {path}")
+            _check_open(args)
+        elif event in ("os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
+            if _under(os.path.realpath(os.fsdecode(args[0])), state.deny_read):
+                deny(f"listing {os.fsdecode(args[0])}")
+        elif event in ("os.link", "os.symlink") and len(args) > 1 and isinstance(args[0], (str, bytes)):
+            if not _under(os.path.realpath(os.fsdecode(args[0])), write_roots):
+                deny(f"{event} of {os.fsdecode(args[0])}")
         elif event in _NETWORK_EVENTS:
             deny(f"network ({event})")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"):
-            exe = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes)) else ""
-            if not exe and len(args) > 1 and args[1]:
-                exe = os.fsdecode(list(args[1])[0])
-            if os.path.basename(exe) not in _ALLOWED_EXECUTABLES:
-                deny(f"running {exe or 'a program'}")
+            _check_exec(event, args)
         elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             deny(event)
+        elif event in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata"):
+            if _candidate_frames(state, 4):
+                deny(f"foreign function access ({event})")
+        elif event == "object.__setattr__" and len(args) > 1 and args[1] in ("__code__", "__defaults__",
+                                                                               "__kwdefaults__", "__globals__"):
+            if _candidate_frames(state, 2):
+                deny(f"rewriting {args[1]} of {getattr(args[0], '__qualname__', '?')}")
         elif event in _INTROSPECTION_EVENTS:
             if event == "object.__getattr__" and not (len(args) > 1 and args[1] in ("tb_frame", "gi_frame",
                                                                                    "cr_frame", "ag_frame")):
@@ -113,6 +165,32 @@ def install_audit_hook(state: GuardState) -> None:
                 deny(f"introspection ({event})")
 
     sys.addaudithook(hook)
+
+
+def _candidate_on_stack(state: GuardState) -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == state.candidate_file:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def install_thread_guard(state: GuardState) -> None:
+    """Refuse threads started from candidate code: work in another thread escapes the op recorder
+    (dispatch modes are per thread) and the timing events. Python 3.11 raises no audit event for it."""
+    import _thread
+
+    original = _thread.start_new_thread
+
+    def start_new_thread(function, args, kwargs=None):  # noqa: ANN001, ANN202 - same signature as _thread's
+        if state.active and state.candidate_file and _candidate_on_stack(state):
+            state.blocked.append("starting a thread")
+            raise PermissionError("blocked by the kernelagent sandbox: starting a thread")
+        return original(function, args, *(() if kwargs is None else (kwargs,)))
+
+    _thread.start_new_thread = start_new_thread
+    threading._start_new_thread = start_new_thread
 
 
 # Objects whose public attributes must keep their identity while a candidate runs.
@@ -133,24 +211,29 @@ def _watched_namespaces() -> dict[str, object]:
         spaces["triton"], spaces["triton.testing"] = triton, triton.testing
     except ImportError:
         pass
-    for name in ("kernelagent.verifier.tensorio", "kernelagent.verifier.timing", "kernelagent.verifier.integrity",
-                 "kernelagent.verifier.candidate_run", "kernelagent.verifier.guard"):
-        if name in sys.modules:
-            spaces[name] = sys.modules[name]
+    import _thread
+    spaces["threading"], spaces["_thread"], spaces["threading.Thread"] = threading, _thread, threading.Thread
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("kernelagent.verifier") or module is None:
+            continue
+        spaces[name] = module
+        for attr, value in list(vars(module).items()):  # the verifier's own classes, methods included
+            if isinstance(value, type) and value.__module__ == name:
+                spaces[f"{name}.{attr}"] = value
     return spaces
 
 
-def snapshot() -> dict[tuple[str, str], int]:
+def snapshot() -> dict[tuple[str, str], tuple[int, int]]:
     """Identity of every attribute of the watched namespaces (taken before the candidate is imported)."""
     snap: dict[tuple[str, str], int] = {}
     for ns_name, ns in _watched_namespaces().items():
         for attr, value in list(vars(ns).items()):
-            if _watchable(attr, value):
-                snap[(ns_name, attr)] = id(value)
+            if _watchable(ns_name, attr, value):
+                snap[(ns_name, attr)] = _identity(value)
     return snap
 
 
-def changed_since(snap: dict[tuple[str, str], int]) -> list[str]:
+def changed_since(snap: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
     """Names whose object was replaced or deleted since `snap` (new attributes are ignored)."""
     spaces = _watched_namespaces()
     changed = []
@@ -159,7 +242,7 @@ def changed_since(snap: dict[tuple[str, str], int]) -> list[str]:
         if ns is None:
             continue
         current = vars(ns).get(attr, _MISSING)
-        if current is _MISSING or id(current) != ident:
+        if current is _MISSING or _identity(current) != ident:
             changed.append(f"{ns_name}.{attr}")
     return changed
 
@@ -167,8 +250,18 @@ def changed_since(snap: dict[tuple[str, str], int]) -> list[str]:
 _MISSING = object()
 
 
-def _watchable(attr: str, value: object) -> bool:
-    """Public callables (functions, methods, classes); private state and plain values change legitimately."""
-    if attr.startswith("_") and attr not in ("__call__", "__torch_function__", "__torch_dispatch__"):
+def _watchable(ns_name: str, attr: str, value: object) -> bool:
+    """Callables (functions, methods, classes); private state and plain values change legitimately.
+    In the verifier's own modules private functions count too (they do the checking)."""
+    own = ns_name.startswith("kernelagent.verifier")
+    if attr.startswith("__") and attr not in ("__call__", "__torch_function__", "__torch_dispatch__"):
+        return False
+    if attr.startswith("_") and not own:
         return False
     return callable(value) or isinstance(value, (staticmethod, classmethod, property))
+
+
+def _identity(value: object) -> tuple[int, int]:
+    """The object and, for functions, its code: rewriting __code__ keeps the function's identity."""
+    code = getattr(value, "__code__", None)
+    return id(value), id(code) if code is not None else 0

@@ -48,16 +48,16 @@ class Judgement:
 
 
 class Judge:
-    def __init__(self, pack_dir: Path, meta: dict[str, Any], facts: dict[str, Any], out_dir: Path,
+    def __init__(self, ref_dir: Path, meta: dict[str, Any], facts: dict[str, Any], out_dir: Path,
                  cpu_compile_only: bool = False):
-        self.pack, self.meta, self.facts, self.out = pack_dir, meta, facts, out_dir
+        self.refs, self.meta, self.facts, self.out = ref_dir, meta, facts, out_dir
         self.tolerance = meta["problem"].get("tolerance")
         self.trials = {t["id"]: t for t in meta["trials"]}
         self.j = Judgement()
         self.cpu_compile_only = cpu_compile_only
 
     def ref(self, trial_id: int) -> dict[str, Any]:
-        return tensorio.load(self.pack / "ref" / f"ref_{trial_id}.pt")
+        return tensorio.load(self.refs / f"ref_{trial_id}.pt")
 
     def cand(self, name: str) -> dict[str, Any] | None:
         path = self.out / f"{name}.pt"
@@ -155,9 +155,10 @@ class Judge:
 
     def _unwritten(self, res: TrialResult, leaf: LeafResult) -> bool:
         """NaN where the reference is finite: were those elements just our poison, never written?"""
-        first = self.meta["trials"][0]["id"]
-        sentinel = self.cand("sentinel")
-        if res.trial["id"] != first or sentinel is None or leaf.nan_mask is None:
+        sentinel = self.cand(f"sentinel_{res.trial['id']}")
+        if sentinel is None and res.trial["id"] == self.meta["trials"][0]["id"]:
+            sentinel = self.cand("sentinel")
+        if sentinel is None or leaf.nan_mask is None:
             return False
         try:
             idx = ["output"] + [f"output {i}" for i in range(64)]
@@ -179,8 +180,10 @@ class Judge:
         ref = self.ref(first["id"])
         ra = compare_outputs(first, a["outputs"], ref, self.tolerance, a.get("grads"))
         rb = compare_outputs(first, b["outputs"], ref, self.tolerance, b.get("grads"))
-        if ra.ok and not rb.ok:
-            leaf = rb.worst
+        # the two runs judged against each other: a race shows even when both are wrong
+        rab = compare_outputs(first, b["outputs"], {"native": a["outputs"]}, self.tolerance)
+        if ra.ok != rb.ok or (not ra.ok and not rab.ok):
+            leaf = (rb if ra.ok else rab).worst
             self.j.add("nondeterministic", f"a second run on the same inputs gave a different result: "
                        f"{leaf.summary() if leaf else ''}", "integrity",
                        "look for races: missing barriers, unmasked reads of memory nothing wrote, atomics")
@@ -208,6 +211,24 @@ class Judge:
                 self.j.add("caching_detected", "outputs of the timed runs were wrong: "
                            + (res.worst.summary() if res.worst else ""), "timing",
                            "compute from the input values on every call")
+                return
+        for probe in timing.get("after", []):
+            got = self.cand(f"after_{probe['buffers_of']}")
+            donor = self.trials.get(probe["values_of"])
+            if got is None or donor is None:
+                continue
+            if probe.get("compute_ops"):
+                self.j.add("fallback_to_reference", "after the timed runs, forward dispatched PyTorch compute ops: "
+                           + ", ".join(sorted(probe["compute_ops"])[:6]), "timing")
+                return
+            if probe.get("launches") == 0:
+                self.j.add("no_kernel_launched", "after the timed runs, forward launched no kernel", "timing")
+                return
+            res = compare_outputs(donor, got["outputs"], self.ref(donor["id"]), self.tolerance)
+            if not res.ok:
+                self.j.add("caching_detected", "after the timed runs, new values in the timed input buffers did not "
+                           "change the output: " + (res.worst.summary() if res.worst else ""), "timing",
+                           "compute from the input values on every call; never cache results")
                 return
         ratio = timing.get("candidate", {}).get("host_ratio")
         med = timing.get("candidate", {}).get("median_ms")

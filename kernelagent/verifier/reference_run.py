@@ -86,7 +86,9 @@ class ReferenceRunner:
         self.device = req["device"]
         self.secret = int(req["secret"])
         self.pack = Path(req["pack_dir"])
-        (self.pack / "ref").mkdir(parents=True, exist_ok=True)
+        # reference outputs live apart from the pack, in a directory whose (random) name only the parent knows
+        self.ref_dir = Path(req.get("ref_dir") or self.pack / "ref")
+        self.ref_dir.mkdir(parents=True, exist_ok=True)
         self.problem: LoadedProblem = load_problem(req["problem"])
         self.backward = bool(self.problem.spec.backward)
         self.notes: list[str] = []
@@ -236,7 +238,7 @@ class ReferenceRunner:
             return None
         f64, grads64, where64 = self.reference64(model, inputs, gos)
         tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos})
-        tensorio.save(self.pack / "ref" / f"ref_{t}.pt", {
+        tensorio.save(self.ref_dir / f"ref_{t}.pt", {
             "native": tensorio.to_cpu(native), "f64": f64,
             "grads_native": grads_to_cpu(grads), "grads_f64": grads64})
         return {"id": t, "seed": k, "set": s_idx, "dist": dist, "state": state_idx, "structure": structure,

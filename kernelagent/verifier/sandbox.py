@@ -54,6 +54,19 @@ def scrubbed_env(workdir: Path, mode: str, extra: dict[str, str] | None = None) 
     return env
 
 
+def secret_values() -> list[str]:
+    """Values of this process's secret-looking variables (API keys, tokens), to keep out of reports."""
+    return sorted({v for k, v in os.environ.items() if any(m in k.upper() for m in _SECRET_MARKERS)
+                   and len(v) >= 8}, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        if value in text:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
 def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
     base = root or Path(os.environ.get("KERNELAGENT_SCRATCH", tempfile.gettempdir()))
     base.mkdir(parents=True, exist_ok=True)

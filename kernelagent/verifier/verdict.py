@@ -97,6 +97,11 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
     if cstage.status == "failed":
         return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
                      notes=notes, kernels=kernels)
+    if failure and facts.get("blocked"):  # the refusal, not the error it caused, is what the candidate did
+        refused = "; ".join(sorted(set(facts["blocked"]))[:4])
+        return _done(base, stages, "policy_violation", f"the sandbox refused: {refused}",
+                     detail=f"{failure['message']}\nkernels must not touch files, the network, other processes, "
+                            "threads or the interpreter", notes=notes, kernels=kernels)
     if failure:
         cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
@@ -105,7 +110,7 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
                          detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
                          kernels=kernels)
         return _cute_compile_only(base, stages, facts, notes, kernels)
-    judge = Judge(pack.dir, pack.meta, facts, Path(res.workdir) / "out")
+    judge = Judge(pack.refs, pack.meta, facts, Path(res.workdir) / "out")
     judgement = judge.run()
     _judged_stages(stages, judgement)
     base.metrics.update(judgement.metrics)

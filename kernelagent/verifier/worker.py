@@ -69,6 +69,7 @@ def main() -> None:
     netns = guard.isolate_network()
     state = guard.GuardState(workdir=str(workdir))
     guard.install_audit_hook(state)
+    guard.install_thread_guard(state)
     t0 = time.perf_counter()
     env = _warm_imports(mode)
     env.update(mode=mode, sandbox_network=netns, import_seconds=round(time.perf_counter() - t0, 3))

@@ -35,55 +35,12 @@ SECRET = "sk-test-secret-123"
 
 # Known gaps of the verifier: (test, candidate) -> what goes wrong. Each is a strict xfail, so the
 # test starts failing (XPASS) the day the verifier is fixed and the entry must be removed.
-_SENTINEL_FIRST_TRIAL = (
-    "unwritten output elements outside the first trial are reported as nan_inf: the sentinel-poison run "
-    "(candidate_run.probes) only covers trial 0, so judge._unwritten cannot tell 'never written' from "
-    "'computed NaN' on the odd-sized test sets")
-_CTYPES = (
-    "ctypes calls libc open/write directly; no Python audit event fires for them, so guard.py never sees "
-    "the write and the file outside the work dir is created; the candidate is accepted")
-_FAKE_GCC = (
-    "guard.py allows subprocesses by basename only (_ALLOWED_EXECUTABLES has 'gcc'); a script named gcc "
-    "written into the (writable) work dir runs unchecked and writes outside it; accepted")
-_HARDLINK = (
-    "deny_read is a path prefix check on realpath; os.link of pack/ref/ref_N.pt into the work dir (same "
-    "filesystem under /tmp) gives an unprotected path to the reference outputs; accepted with the "
-    "reference's own answers")
-_TAMPER_CLASS = (
-    "the identity snapshot (guard.snapshot) covers module attributes only: replacing a method on the "
-    "verifier's OpRecorder class keeps `integrity.OpRecorder` identical and fires no audit event, so the "
-    "recorder reports no compute ops and the torch.softmax fallback is accepted")
-_TAMPER_CODE = (
-    "assigning a new __code__ to candidate_run._inputs_unchanged and _aliases keeps both function objects "
-    "identical, so the snapshot sees nothing; the audit event it fires (object.__setattr__ '__code__') is "
-    "not handled by guard.py; the in-place ReLU is accepted")
-_PROC_ENVIRON = (
-    "the worker may read /proc/<ppid>/environ: the parent's start-up environment, API key included, is "
-    "readable by the same user; the candidate raises it and the key lands in report.message/feedback")
-_OTHER_THREAD = (
-    "OpRecorder is a TorchDispatchMode, which is thread-local: torch.softmax run in a helper thread that is "
-    "joined inside forward is never recorded, and the thread is gone before the thread count; accepted")
 _NUMPY = (
     "NumPy (like pure Python or ctypes) computes below the aten dispatcher, so OpRecorder sees only the "
     "allowed copies and allocations; a copy kernel satisfies the launch count; accepted")
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("category", "tail_skip_odd"): _SENTINEL_FIRST_TRIAL,
-    ("rejected", "fallback_in_thread"): _OTHER_THREAD,
-    ("category", "fallback_in_thread"): _OTHER_THREAD,
     ("rejected", "fallback_numpy"): _NUMPY,
     ("category", "fallback_numpy"): _NUMPY,
-    ("rejected", "tamper_recorder"): _TAMPER_CLASS,
-    ("category", "tamper_recorder"): _TAMPER_CLASS,
-    ("rejected", "tamper_code_swap"): _TAMPER_CODE,
-    ("category", "tamper_code_swap"): _TAMPER_CODE,
-    ("rejected", "escape_ctypes"): _CTYPES,
-    ("category", "escape_ctypes"): _CTYPES,
-    ("no_files", "escape_ctypes"): _CTYPES,
-    ("rejected", "escape_fake_gcc"): _FAKE_GCC,
-    ("category", "escape_fake_gcc"): _FAKE_GCC,
-    ("no_files", "escape_fake_gcc"): _FAKE_GCC,
-    ("rejected", "escape_hardlink_ref"): _HARDLINK,
-    ("category", "escape_hardlink_ref"): _HARDLINK,
 }
 
 
@@ -96,9 +53,8 @@ def _parent_environ_readable() -> bool:
         return False
 
 
-if _parent_environ_readable():
-    KNOWN_GAPS[("category", "escape_proc_environ")] = _PROC_ENVIRON
-    KNOWN_GAPS[("secret", "escape_proc_environ")] = _PROC_ENVIRON
+# escape_proc_environ: the audit hook refuses /proc/<other pid>/..., and the parent redacts its own
+# secrets from every report, so the key stays out even where the parent's environment is readable.
 
 
 @dataclass(frozen=True)

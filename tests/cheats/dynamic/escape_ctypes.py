@@ -1,7 +1,7 @@
 # expect: policy_violation
 # policy: off
 # problem: softmax
-# needle: write to
+# needle: foreign function
 # isolated: yes
 # writes: escape_ctypes.txt
 """Escape: writes outside the work directory through libc (ctypes), below Python's audit events."""

@@ -1,7 +1,7 @@
-# expect: fallback_to_reference
+# expect: policy_violation
 # policy: off
 # problem: softmax
-# needle: softmax
+# needle: starting a thread
 """PyTorch fallback moved off the calling thread: a short-lived helper thread runs torch.softmax and is
 joined before forward returns (so no thread is left behind); a copy kernel runs on the caller's thread."""
 

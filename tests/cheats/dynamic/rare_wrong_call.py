@@ -3,7 +3,9 @@
 # problem: softmax
 # needle: second run
 """Stands in, on the CPU interpreter (where programs run in order and cannot race), for a race that
-loses rarely: every seventh launch gets an extra program that scribbles on the first row."""
+loses rarely: every seventh launch gets an extra program that scribbles on the first row. With seeds=2
+and three input sets the seventh forward is the verifier's repeat of the first trial; if the verifier's
+call order changes, this file needs a new period."""
 
 import torch
 import torch.nn as nn
