@@ -398,8 +398,13 @@ def signature_mismatch(ref_cls: type, new_cls: type) -> str | None:
 
     Extra optional parameters and *args/**kwargs in ModelNew are fine; so is a reference that takes *args.
     """
+    return _first_mismatch(lambda meth: (_arity(ref_cls, meth), _arity(new_cls, meth)))
+
+
+def _first_mismatch(arities: Any) -> str | None:
+    """Compare __init__ then forward; `arities(meth)` gives (reference, candidate), either may be None."""
     for meth in ("__init__", "forward"):
-        a, b = _arity(ref_cls, meth), _arity(new_cls, meth)
+        a, b = arities(meth)
         if a is None or b is None:
             continue
         why = _incompatible(a, b)
@@ -475,12 +480,4 @@ def static_signature_mismatch(problem_source: str, candidate_source: str) -> str
         ref_tree, new_tree = ast.parse(problem_source), ast.parse(candidate_source)
     except SyntaxError:
         return None
-    for meth in ("__init__", "forward"):
-        a, b = _ast_arity(ref_tree, "Model", meth), _ast_arity(new_tree, "ModelNew", meth)
-        if a is None or b is None:
-            continue
-        why = _incompatible(a, b)
-        if why:
-            return (f"ModelNew.{meth}{b.signature} does not match Model.{meth}{a.signature}: {why}; "
-                    "keep the reference's constructor and forward signature.")
-    return None
+    return _first_mismatch(lambda meth: (_ast_arity(ref_tree, "Model", meth), _ast_arity(new_tree, "ModelNew", meth)))

@@ -77,6 +77,9 @@ class Worker:
         except subprocess.TimeoutExpired:
             status = "timeout"
             kill_group(self.proc)
+        except BaseException:  # Ctrl-C or the caller failing: never leave a candidate running behind
+            kill_group(self.proc)
+            raise
         finally:
             stop.set()
         kill_group(self.proc)  # the candidate may have left children behind
