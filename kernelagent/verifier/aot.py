@@ -88,6 +88,18 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
 _AT = re.compile(r"^at (\d+):(\d+):")
 
 
+def _def_line(fn: Any) -> int:
+    """Line of `def` (Triton counts from it; co_firstlineno points at the first decorator)."""
+    import linecache
+
+    code = fn.__code__
+    line = code.co_firstlineno
+    for offset in range(20):
+        if linecache.getline(code.co_filename, line + offset).lstrip().startswith("def "):
+            return line + offset
+    return line
+
+
 def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
     """One line: which kernel, which source line, and the error itself."""
     text = str(exc).strip()
@@ -97,8 +109,7 @@ def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
     where = ""
     if m:
         try:
-            first = fn.fn.__code__.co_firstlineno
-            where = f" at line {first + int(m.group(1)) - 1}"
+            where = f" at line {_def_line(fn.fn) + int(m.group(1)) - 1}"
         except AttributeError:
             where = f" at kernel line {m.group(1)}"
     return f"compiling {kernel} for sm_90a failed{where}: {last[:300]}"

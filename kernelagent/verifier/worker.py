@@ -27,9 +27,14 @@ def _warm_imports(mode: str) -> dict[str, str]:
     except ImportError:
         versions["triton"] = ""
     if mode == "cpu" and versions["triton"]:
-        from kernelagent.verifier.interp_fixes import bf16_dot_in_fp32, round_bf16_to_nearest
+        from kernelagent.verifier.interp_fixes import (
+            autotune_without_benchmarks,
+            bf16_dot_in_fp32,
+            round_bf16_to_nearest,
+        )
         versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
         versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
+        versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
     if mode == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()

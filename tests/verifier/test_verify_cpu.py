@@ -26,6 +26,7 @@ def verifier():
 
 @pytest.mark.parametrize("name, category, needle", [
     ("good", "ok", "correct on"),
+    ("autotuned", "ok", "correct on"),
     ("mismatch_mask", "mismatch", "outside tolerance"),
     ("nan_output", "nan_inf", "NaN/Inf"),
     ("compile_error", "compile_error", "expp"),
