@@ -43,11 +43,12 @@ def _trivial_answers(ref_out: list[Any], inputs: list[Any]) -> dict[str, list[An
 def audit_pack(pack_dir: Path, meta: dict[str, Any], ref_dir: Path | None = None) -> dict[str, Any]:
     """Which trivial answers pass on every trial, and how much the output varies across seeds."""
     tol = meta["problem"].get("tolerance")
+    device = "cuda" if meta.get("device") == "cuda" else "cpu"
     passing: dict[str, bool] = {}
     by_set: dict[int, list[list[Any]]] = {}
     for trial in meta["trials"]:
-        ref = tensorio.load((ref_dir or pack_dir / "ref") / f"ref_{trial['id']}.pt")
-        inputs = tensorio.load(pack_dir / f"inputs_{trial['id']}.pt")["inputs"]
+        ref = tensorio.load((ref_dir or pack_dir / "ref") / f"ref_{trial['id']}.pt", device)
+        inputs = tensorio.load(pack_dir / f"inputs_{trial['id']}.pt", device)["inputs"]
         for name, answer in _trivial_answers(ref["native"], inputs).items():
             ok = compare_outputs(trial, answer, {"native": ref["native"], "f64": ref.get("f64")}, tol).ok
             passing[name] = passing.get(name, True) and ok

@@ -51,17 +51,20 @@ class Judge:
     def __init__(self, ref_dir: Path, meta: dict[str, Any], facts: dict[str, Any], out_dir: Path,
                  cpu_compile_only: bool = False):
         self.refs, self.meta, self.facts, self.out = ref_dir, meta, facts, out_dir
+        # compare where the tensors were made: on a GPU machine the float64 comparisons of large outputs
+        # are milliseconds there and seconds on the host
+        self.device = "cuda" if meta.get("device") == "cuda" else "cpu"
         self.tolerance = meta["problem"].get("tolerance")
         self.trials = {t["id"]: t for t in meta["trials"]}
         self.j = Judgement()
         self.cpu_compile_only = cpu_compile_only
 
     def ref(self, trial_id: int) -> dict[str, Any]:
-        return tensorio.load(self.refs / f"ref_{trial_id}.pt")
+        return tensorio.load(self.refs / f"ref_{trial_id}.pt", self.device)
 
     def cand(self, name: str) -> dict[str, Any] | None:
         path = self.out / f"{name}.pt"
-        return tensorio.load(path) if path.exists() else None
+        return tensorio.load(path, self.device) if path.exists() else None
 
     # -- integrity facts that need no comparison ---------------------------------------------------
     def runtime_integrity(self) -> None:
