@@ -23,20 +23,35 @@ from kernelagent.verifier.options import VerifyOptions
 MIN_SEED_VARIATION = 1e-3  # relative L2 change of the output between seeds below which it is "constant"
 
 
-def _trivial_answers(ref_out: list[Any], inputs: list[Any]) -> dict[str, list[Any]]:
-    tensors_in = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+def _constants(first_out: list[Any]) -> list[Any]:
+    """One constant per output, taken from the first trial and reused for all: a constant answer must
+    not depend on the inputs (for a 0-dim loss, the output's own mean would be the answer itself)."""
+    out = []
+    for x in first_out:
+        if isinstance(x, torch.Tensor) and x.numel():
+            flat = x.detach().flatten()
+            out.append(float(flat.double().mean()) if x.is_floating_point() else int(flat.mode().values))
+        else:
+            out.append(None)
+    return out
+
+
+def _trivial_answers(ref_out: list[Any], inputs: list[Any], constants: list[Any]) -> dict[str, list[Any]]:
+    """Cheap answers a kernel could return without computing: zeros, a fixed constant, an input as is,
+    the input's mean. A non-tensor output makes that answer impossible to fake, so it is dropped."""
+    tensors_in = [x.detach() for x in inputs if isinstance(x, torch.Tensor)]
+    floats_in = [x for x in tensors_in if x.is_floating_point()]
     answers: dict[str, list[Any]] = {"zeros": [], "constant": [], "identity": [], "input mean": []}
-    for out in ref_out:
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
-            for v in answers.values():
-                v.append(out)
-            continue
+    for out, c in zip(ref_out, constants, strict=True):
+        if not isinstance(out, torch.Tensor):
+            return {}
         answers["zeros"].append(torch.zeros_like(out))
-        answers["constant"].append(torch.full_like(out, float(out.double().mean())))
+        answers["constant"].append(torch.full_like(out, c) if c is not None else None)
         same = next((x for x in tensors_in if x.shape == out.shape), None)
         answers["identity"].append(same.to(out.dtype) if same is not None else None)
-        mean = float(tensors_in[0].double().mean()) if tensors_in else 0.0
-        answers["input mean"].append(torch.full_like(out, mean))
+        mean = float(floats_in[0].double().mean()) if floats_in else None
+        answers["input mean"].append(torch.full_like(out, mean) if mean is not None and out.is_floating_point()
+                                     else None)
     return {k: v for k, v in answers.items() if all(x is not None for x in v)}
 
 
@@ -46,10 +61,12 @@ def audit_pack(pack_dir: Path, meta: dict[str, Any], ref_dir: Path | None = None
     device = "cuda" if meta.get("device") == "cuda" else "cpu"
     passing: dict[str, bool] = {}
     by_set: dict[int, list[list[Any]]] = {}
+    constants: dict[str, list[Any]] = {}
     for trial in meta["trials"]:
         ref = tensorio.load((ref_dir or pack_dir / "ref") / f"ref_{trial['id']}.pt", device)
         inputs = tensorio.load(pack_dir / f"inputs_{trial['id']}.pt", device)["inputs"]
-        for name, answer in _trivial_answers(ref["native"], inputs).items():
+        consts = constants.setdefault(trial.get("structure", ""), _constants(ref["native"]))
+        for name, answer in _trivial_answers(ref["native"], inputs, consts).items():
             ok = compare_outputs(trial, answer, {"native": ref["native"], "f64": ref.get("f64")}, tol).ok
             passing[name] = passing.get(name, True) and ok
         by_set.setdefault(trial["set"], []).append(ref["native"])

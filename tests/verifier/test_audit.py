@@ -118,3 +118,14 @@ def test_cli_exit_codes(tmp_path: Path):
     assert "error" in json.loads(broken.stdout)
     missing = _cli(str(tmp_path / "does_not_exist.py"))
     assert missing.exit_code == 2, missing.output
+
+
+@pytest.mark.parametrize("name", ["argmax_dim", "mse_loss", "cross_entropy"])
+def test_integer_and_scalar_outputs_are_not_flagged(name):
+    """An integer output is not 'passed' by itself, and a 0-dim loss is not its own constant."""
+    from kernelagent.verifier.audit import audit_problem
+    from kernelagent.verifier.options import VerifyOptions
+
+    root = Path(__file__).resolve().parents[1] / "problems"
+    result = audit_problem(root / f"{name}.py", VerifyOptions(device="cpu", timing=False))
+    assert result["degenerate"] is False, result
