@@ -153,6 +153,11 @@ class CandidateRunner:
                     out = self.model(*ins)
                     leaves, structure = tensorio.flatten(out)
                     outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+                    if not outs:
+                        raise CandidateFailure(
+                            "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
+                            "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
+                            "your backward kernel(s)")
                     named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
                     raw = torch.autograd.grad(outs, diff + [p for _, p in named], grad_outputs[:len(outs)],
                                               allow_unused=True)

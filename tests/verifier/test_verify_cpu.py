@@ -12,6 +12,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerPool
 from kernelagent.verifier.report import CATEGORIES, Report
 
+ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases" / "softmax"
 OP = CASES / "op.py"
 
@@ -115,3 +116,11 @@ def test_bf16_dot_runs_like_the_gpu(verifier):
     report = verifier.verify(cases / "op.py", cases / "good.py")
     assert report.category == "ok", report.message
     assert report.environment["interpreter_bf16_dot"] == "fp32"
+
+
+@pytest.mark.parametrize("name", ["max_values_indices", "cumsum_dim_arg"])
+def test_tuple_integer_and_int_argument_problems(verifier, name):
+    """Outputs that are tuples with an integer member; a Python int passed to forward."""
+    report = verifier.verify(ROOT / "tests" / "problems" / f"{name}.py",
+                             Path(__file__).parent / "cases" / "shapes" / f"{name}.py")
+    assert report.category == "ok", (report.message, report.feedback)
