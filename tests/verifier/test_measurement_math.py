@@ -1,0 +1,123 @@
+"""Statistics, roofline and comparison arithmetic (CPU): the numbers the reports are built from."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelagent.verifier.compare import compare_leaf, rel_l2
+from kernelagent.verifier.profiling import parse_ncu_csv, parse_sanitizer, summarize_profile
+from kernelagent.verifier.roofline import FALLBACK_CEILINGS, count_work, floor_ms, percent_of_limit
+from kernelagent.verifier.timing import bootstrap_speedup, summarize
+
+
+def test_summarize_median_and_quartiles():
+    t = summarize([1.0, 2.0, 3.0, 4.0, 100.0], "events")
+    assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.n == 5
+    assert t.q1_ms <= t.median_ms <= t.q3_ms
+    assert t.mean_ms == pytest.approx(22.0)
+
+
+def test_bootstrap_interval_brackets_the_ratio_and_excludes_one_only_when_clear():
+    torch.manual_seed(0)
+    base = (1.0 + 0.02 * torch.randn(200)).tolist()
+    fast = (0.5 + 0.01 * torch.randn(200)).tolist()
+    point, lo, hi = bootstrap_speedup(base, fast)
+    assert lo <= point <= hi and point == pytest.approx(2.0, rel=0.02) and lo > 1.0
+    same = (1.0 + 0.02 * torch.randn(200)).tolist()
+    point, lo, hi = bootstrap_speedup(base, same)
+    assert lo < 1.0 < hi  # indistinguishable: not "faster"
+
+
+def test_roofline_memory_bound_softmax():
+    model = torch.nn.Softmax(dim=-1)
+    x = torch.randn(256, 1024)
+    work = count_work(model, [x], model(x))
+    assert work["matmul_flops"] == 0 and work["other_flops"] >= x.numel()
+    assert work["min_bytes"] == 2 * x.numel() * 4
+    fl = floor_ms(work, {"copy_gbps": 4000.0, "fp32_tflops": 50.0, "bf16_tflops": 700.0})
+    assert fl["bound"] == "memory"
+    assert fl["floor_ms"] == pytest.approx(work["min_bytes"] / 4000e9 * 1e3)
+    assert percent_of_limit(2 * fl["floor_ms"], fl) == pytest.approx(50.0)
+
+
+def test_roofline_matmul_bound_uses_the_dtype_rate():
+    a = torch.randn(512, 512, dtype=torch.bfloat16)
+    model = torch.nn.Linear(512, 512, bias=False).to(torch.bfloat16)
+    work = count_work(model, [a], model(a))
+    assert work["matmul_flops"] == 2 * 512**3
+    fl = floor_ms(work, {**FALLBACK_CEILINGS, "copy_gbps": 1e9})  # bandwidth made irrelevant
+    assert fl["bound"] == "matmul" and fl["matmul_ceiling"] == "bf16_tflops"
+    assert fl["floor_ms"] == pytest.approx(2 * 512**3 / (FALLBACK_CEILINGS["bf16_tflops"] * 1e12) * 1e3)
+
+
+def test_fp16_arithmetic_in_an_fp32_problem_fails_fp32_noise_passes():
+    torch.manual_seed(1)
+    x = torch.randn(64, 512)
+    ref64 = torch.softmax(x.double(), -1)
+    native = torch.softmax(x, -1)
+    honest = torch.softmax(x.flip(-1), -1).flip(-1)  # same math, other summation order
+    half = torch.softmax(x.half(), -1).float()
+    assert compare_leaf("out", honest, native, ref64, None).ok
+    bad = compare_leaf("out", half, native, ref64, None)
+    assert not bad.ok and bad.kind == "mismatch" and bad.rel_l2 > bad.allowed_l2
+
+
+def test_bf16_problem_allows_bf16_rounding_but_not_garbage():
+    torch.manual_seed(2)
+    x = torch.randn(64, 512, dtype=torch.bfloat16)
+    ref64 = torch.softmax(x.double(), -1)
+    native = torch.softmax(x, -1)
+    via_fp32 = torch.softmax(x.float(), -1).to(torch.bfloat16)
+    assert compare_leaf("out", via_fp32, native, ref64, None).ok
+    wrong = native.clone()
+    wrong[:, -1] = 0
+    assert not compare_leaf("out", wrong, native, ref64, None).ok
+
+
+def test_nan_where_reference_is_finite_is_its_own_kind():
+    ref = torch.randn(8, 8)
+    got = ref.clone()
+    got[3, 4] = math.nan
+    res = compare_leaf("out", got, ref, ref.double(), None)
+    assert res.kind == "nan_inf" and res.worst_index == [3, 4]
+
+
+def test_problem_tolerance_overrides_the_defaults():
+    ref = torch.ones(100)
+    got = ref + 5e-3
+    assert not compare_leaf("out", got, ref, ref.double(), None).ok
+    assert compare_leaf("out", got, ref, ref.double(), {"atol": 1e-2, "rtol": 0.0}).ok
+    assert rel_l2(got.double(), ref.double()) == pytest.approx(5e-3)
+
+
+def test_integer_outputs_must_match_exactly():
+    ref = torch.arange(10)
+    got = ref.clone()
+    got[7] = 0
+    res = compare_leaf("indices", got, ref, ref, None)
+    assert not res.ok and "1 of 10" in res.message
+
+
+NCU = '''"ID","Process ID","Kernel Name","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active","launch__registers_per_thread","smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio"
+"","","","nsecond","%","%","%","register/thread","cycle"
+"0","123","softmax_kernel","70,112","91.5","35.2","88.1","38","12.5"
+"1","123","reduce_kernel","3,001","12.0","4.0","40.0","24","1.5"
+'''
+
+
+def test_ncu_csv_is_parsed_per_kernel_and_summarised():
+    kernels = parse_ncu_csv("==PROF== noise\n" + NCU)
+    assert [k["kernel"] for k in kernels] == ["softmax_kernel", "reduce_kernel"]
+    assert kernels[0]["duration_ns"] == 70112.0 and kernels[0]["dram_pct"] == 91.5
+    lines = summarize_profile(kernels)
+    assert "70.1 us" in lines[0] and "DRAM 92% of peak" in lines[0] and "long_scoreboard" in lines[0]
+
+
+def test_sanitizer_summary_is_parsed():
+    text = "========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n"
+    parsed = parse_sanitizer(text)
+    assert parsed["errors"] == 3 and parsed["findings"]
+    assert parse_sanitizer("========= ERROR SUMMARY: 0 errors")["errors"] == 0
