@@ -101,11 +101,14 @@ def test_integer_outputs_must_match_exactly():
     assert not res.ok and "1 of 10" in res.message
 
 
-NCU = '''"ID","Process ID","Kernel Name","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active","launch__registers_per_thread","smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio"
-"","","","nsecond","%","%","%","register/thread","cycle"
-"0","123","softmax_kernel","70,112","91.5","35.2","88.1","38","12.5"
-"1","123","reduce_kernel","3,001","12.0","4.0","40.0","24","1.5"
-'''
+_METRICS = ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "launch__registers_per_thread", "smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio")
+_ROWS = [("ID", "Process ID", "Kernel Name", *_METRICS),
+         ("", "", "", "nsecond", "%", "%", "%", "register/thread", "cycle"),
+         ("0", "123", "softmax_kernel", "70,112", "91.5", "35.2", "88.1", "38", "12.5"),
+         ("1", "123", "reduce_kernel", "3,001", "12.0", "4.0", "40.0", "24", "1.5")]
+NCU = "".join(",".join(f'"{c}"' for c in row) + "\n" for row in _ROWS)
 
 
 def test_ncu_csv_is_parsed_per_kernel_and_summarised():
