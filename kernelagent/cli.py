@@ -15,7 +15,9 @@ import typer
 from rich.console import Console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Turn a PyTorch reference into a fast, verified Triton or CuTe DSL kernel.")
+                  help="Turn a PyTorch reference into a fast, verified Triton or CuTe DSL kernel.",
+                  epilog="Exit codes: 0 accepted / success, 1 rejected or nothing found, 2 usage or input error, "
+                         "3 internal error, 130 interrupted.")
 console = Console(stderr=False)
 err = Console(stderr=True)
 
