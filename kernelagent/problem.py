@@ -449,13 +449,6 @@ def _arity(cls: type, meth: str) -> _Arity | None:
         required_kwonly=[p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty])
 
 
-def signature_of(cls: type, meth: str) -> inspect.Signature | None:
-    try:
-        return inspect.signature(getattr(cls, meth))
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
 def _ast_arity(tree: ast.Module, cls_name: str, meth: str) -> _Arity | None:
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
     if cls is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 import traceback
 from pathlib import Path
@@ -22,7 +21,7 @@ from kernelagent.problem import ProblemError, load_module
 from kernelagent.verifier import guard, tensorio
 from kernelagent.verifier.errors import classify_exception
 from kernelagent.verifier.integrity import LaunchCounter, OpRecorder, os_thread_count, python_threads
-from kernelagent.verifier.reference_run import grads_dict, grads_to_cpu
+from kernelagent.verifier.tensorio import grads_dict, grads_to_cpu
 
 _perf = time.perf_counter
 _equal = torch.equal
@@ -342,7 +341,3 @@ def _failure(e: BaseException, candidate_path: str, what: str) -> CandidateFailu
     category, message = classify_exception(e, candidate_path)
     detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-6000:]
     return CandidateFailure(category, f"{what}: {message}", detail)
-
-
-def nan_safe(x: float) -> float | None:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

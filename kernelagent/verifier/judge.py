@@ -140,7 +140,7 @@ class Judge:
                        f"{stale['seed']}, set {stale['set']}) ({where})", "correctness",
                        "compute from the input values on every call; never cache results by pointer, shape or count")
             return
-        hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"]), leaf))
+        hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"])))
         detail = "\n".join(x for x in (leaf.rows, hint) if x)
         self.j.add("mismatch", f"{leaf.name}: {leaf.message} ({where})", "correctness", detail)
 
@@ -256,7 +256,7 @@ class Judge:
         return self.j
 
 
-def _dtype_of(ref: dict[str, Any], leaf: LeafResult) -> torch.dtype:
+def _dtype_of(ref: dict[str, Any]) -> torch.dtype:
     outs = ref.get("native") or []
     first = next((x for x in outs if isinstance(x, torch.Tensor)), None)
     return first.dtype if first is not None else torch.float32

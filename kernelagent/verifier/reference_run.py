@@ -20,6 +20,7 @@ from kernelagent.problem import LoadedProblem, load_problem
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.integrity import OpRecorder
 from kernelagent.verifier.roofline import count_work
+from kernelagent.verifier.tensorio import grads_dict, grads_to_cpu
 
 
 def _numel(values: list[Any]) -> int:
@@ -257,20 +258,6 @@ class ReferenceRunner:
             out = model(*ins)
         work = count_work(model, data["inputs"], out)
         return {"op_signature": sorted(rec.op_names()), "work": work}
-
-
-def grads_dict(grads: Any, req_grad: list[torch.Tensor], named: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Gradients keyed the same way on both sides: inputs by position, parameters by name."""
-    grads = list(grads)
-    n = len(req_grad)
-    return {"inputs": grads[:n], "params": {name: g for (name, _), g in zip(named, grads[n:], strict=True)}}
-
-
-def grads_to_cpu(grads: dict[str, Any] | None) -> dict[str, Any] | None:
-    if grads is None:
-        return None
-    return {"inputs": tensorio.to_cpu(grads["inputs"]),
-            "params": dict(zip(grads["params"], tensorio.to_cpu(list(grads["params"].values())), strict=True))}
 
 
 def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:

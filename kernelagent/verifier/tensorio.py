@@ -55,8 +55,18 @@ def load(path: str | Path, device: str | None = None) -> dict[str, Any]:
     return _load(str(path), map_location=device or "cpu", weights_only=True)
 
 
-def tensor_nbytes(leaves: list[Leaf]) -> int:
-    return sum(x.numel() * x.element_size() for x in leaves if isinstance(x, torch.Tensor))
+def grads_dict(grads: Any, req_grad: list[torch.Tensor], named: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Gradients keyed the same way on both sides: inputs by position, parameters by name."""
+    grads = list(grads)
+    n = len(req_grad)
+    return {"inputs": grads[:n], "params": {name: g for (name, _), g in zip(named, grads[n:], strict=True)}}
+
+
+def grads_to_cpu(grads: dict[str, Any] | None) -> dict[str, Any] | None:
+    if grads is None:
+        return None
+    return {"inputs": to_cpu(grads["inputs"]),
+            "params": dict(zip(grads["params"], to_cpu(list(grads["params"].values())), strict=True))}
 
 
 def clone_leaves(values: list[Any]) -> list[Any]:
