@@ -1,36 +1,52 @@
 #!/usr/bin/env bash
-# One batched GPU session on the H200 (device tool): everything that needs CUDA, results under $OUT.
-#   source .carry/setup.sh && bash benchmarks/gpu_session.sh          (carry .carry: CuTe DSL + peers)
-#   bash benchmarks/gpu_session.sh agent                              (carry .whl from scripts/gpu_wheels.sh:
-#                                                                      the replayed agent session; the two
-#                                                                      bundles together exceed 64 MiB)
+# Batched GPU work on the H200 (device tool): everything that needs CUDA, results and full logs under $OUT.
+#   source .carry/setup.sh && bash benchmarks/gpu_session.sh [STEP...]     (carry .carry: CuTe DSL + peers)
+#   bash benchmarks/gpu_session.sh agent                                  (carry .whl from scripts/gpu_wheels.sh:
+#                                                                          the replayed agent session; the two
+#                                                                          bundles together exceed 64 MiB)
+# STEPs: doctor tests examples cost timing peers (default: all of them, in that order).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
-export KERNELAGENT_HOME=${OUT:-/tmp}/kahome
-mkdir -p "$KERNELAGENT_HOME"
+OUT=${OUT:-/tmp/ka-out}
+export KERNELAGENT_HOME=$OUT/kahome
+mkdir -p "$KERNELAGENT_HOME" "$OUT/logs"
+# ceilings measured earlier on this GPU, until `doctor --measure` replaces them
+latest=$(ls -d benchmarks/results/*-h200 2>/dev/null | sort | tail -n 1)
+[ -n "$latest" ] && cp "$latest/ceilings.json" "$KERNELAGENT_HOME/ceilings.json" 2>/dev/null
 t0=$(date +%s)
-budget=${GPU_SESSION_BUDGET:-540}
+budget=${GPU_SESSION_BUDGET:-560}
 left() { echo $(( budget - ($(date +%s) - t0) )); }
-step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left
+step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left; full log in $OUT/logs
   local name=$1 secs=$2; shift 2
   if [ "$(left)" -lt 20 ]; then echo "== skip $name (out of time)"; return; fi
   [ "$secs" -gt "$(left)" ] && secs=$(left)
   echo "== $name (limit ${secs}s)"
-  timeout -k 5 "$secs" "$@" 2>&1 | tail -n 60
-  echo "== $name rc=${PIPESTATUS[0]} at $(( $(date +%s) - t0 ))s"
+  timeout -k 5 "$secs" "$@" > "$OUT/logs/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$OUT/logs/$name.log"
+  echo "== $name rc=$rc at $(( $(date +%s) - t0 ))s"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -rfEs)
 if [ "${1:-}" = agent ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=$PWD:/tmp/site
-  step agent 300 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_agent.py -o addopts="" --import-mode=importlib
+  step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py
   exit 0
 fi
-step doctor 60 python3 -m kernelagent.cli doctor --measure --json
-cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null
-step gpu-tests 180 python3 -m pytest -q -m "gpu or cute" -p no:cacheprovider tests/gpu tests/verifier tests/prompts --timeout 120 -o addopts="" --import-mode=importlib
-step examples 150 python3 benchmarks/examples_gpu.py
-step cost 70 python3 benchmarks/verifier_cost.py
-step timing 40 python3 benchmarks/timing_method.py
-step peers 120 python3 benchmarks/library_peers.py
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(doctor tests examples cost timing peers)
+for s in "${steps[@]}"; do
+  case $s in
+    doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
+            cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
+    tests) step tests 260 "${PYTEST[@]}" -m "gpu or cute" tests/gpu tests/verifier tests/prompts \
+             --junitxml="$OUT/gpu-tests.xml" ;;
+    examples) step examples 150 python3 benchmarks/examples_gpu.py ;;
+    cost) step cost 80 python3 benchmarks/verifier_cost.py ;;
+    timing) step timing 40 python3 benchmarks/timing_method.py ;;
+    peers) step peers 150 python3 benchmarks/library_peers.py ;;
+    *) echo "unknown step $s" ;;
+  esac
+done
 echo "total $(( $(date +%s) - t0 ))s"

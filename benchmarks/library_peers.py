@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from benchmarks.common import METHOD, write_result
+from kernelagent.verifier.ceilings import load_ceilings
 from kernelagent.verifier.timing import measure
 
 DT = torch.bfloat16
@@ -74,6 +75,8 @@ def _timed(fn: Callable, sets: list[list[Any]], backward: bool) -> dict[str, Any
 
 def main() -> dict[str, Any]:
     rows = []
+    ceil = load_ceilings(torch.cuda.get_device_name())
+    copy_tbps = (ceil.get("copy_gbps") or 0) / 1e3
     for op, c in cases().items():
         sets = [c["make"]() for _ in range(3)]
         ours = c["ours"](*sets[0]).float()
@@ -92,13 +95,16 @@ def main() -> dict[str, Any]:
                         row.update(median_ms=t["median_ms"], iqr_ms=t["q3_ms"] - t["q1_ms"], method=t["method"])
                         if mode == "forward":
                             row["tb_per_s"] = c["bytes"] / (t["median_ms"] * 1e-3) / 1e12
+                            if copy_tbps:
+                                row["pct_of_copy_bw"] = 100 * row["tb_per_s"] / copy_tbps
                     except Exception as e:  # noqa: BLE001
                         row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
                         traceback.print_exc()
                 rows.append(row)
                 print(row, flush=True)
         rows.append({"op": op, "check": "kernelagent vs eager rel L2", "value": err})
-    result = {"method": METHOD, "peers": ["torch eager", "torch.compile", "Liger-Kernel", "QuACK"], "rows": rows,
+    result = {"method": METHOD, "ceilings": ceil, "rows": rows,
+              "peers": ["torch eager", "torch.compile", "Liger-Kernel", "QuACK"],
               "bytes_note": "tb_per_s counts the minimum bytes of the forward (inputs read + output written once)"}
     write_result("library_peers", result)
     return result

@@ -204,11 +204,11 @@ class Verifier:
         return out.result.get("aot") or out.result.get("error")
 
     def single_run(self, cspec: CandidateSpec, pspec: ProblemSpec, pack: Pack, prefix: list[str],
-                   main_set: bool = True) -> WorkerResult:
+                   main_set: bool = True, extra_env: dict[str, str] | None = None) -> WorkerResult:
         """One candidate forward in a worker started under a tool (ncu, compute-sanitizer)."""
         from kernelagent.verifier.sandbox import make_workdir
 
-        worker = Worker(self.device, prefix=prefix, workdir=make_workdir())
+        worker = Worker(self.device, prefix=prefix, workdir=make_workdir(), extra_env=extra_env)
         path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         path.write_text(cspec.source)
         req = {"role": "single", "candidate": str(path), "pack_dir": str(pack.dir), "device": self.device,

@@ -52,10 +52,10 @@ class Worker:
     """A started worker process with its own work directory."""
 
     def __init__(self, mode: str, root: Path | None = None, prefix: list[str] | None = None,
-                 workdir: Path | None = None):
+                 workdir: Path | None = None, extra_env: dict[str, str] | None = None):
         self.mode = mode
         self.workdir = workdir or make_workdir(root)
-        self.proc = spawn_worker(self.workdir, mode, prefix)
+        self.proc = spawn_worker(self.workdir, mode, prefix, extra_env)
         self.started = time.monotonic()
 
     def run(self, request: dict[str, Any], timeout: float, memory_limit_mb: int | None = None) -> WorkerResult:

@@ -73,9 +73,10 @@ def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
 
 
-def spawn_worker(workdir: Path, mode: str, prefix: list[str] | None = None) -> subprocess.Popen:
+def spawn_worker(workdir: Path, mode: str, prefix: list[str] | None = None,
+                 extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start a worker in its own process group; it imports torch/triton, then waits for a request."""
-    env = scrubbed_env(workdir, mode)
+    env = scrubbed_env(workdir, mode, extra_env)
     out = open(workdir / "stdout.log", "wb")  # noqa: SIM115 - owned by the Popen
     err = open(workdir / "stderr.log", "wb")  # noqa: SIM115
     try:

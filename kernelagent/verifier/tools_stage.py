@@ -46,7 +46,10 @@ def sanitize_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
         prefix = sanitizer_prefix(tool, log)
         if prefix is None:
             return Stage("sanitize", "skipped", 0.0, "compute-sanitizer not found on PATH")
-        res = verifier.single_run(cspec, pspec, pack, prefix, main_set=False)
+        # without the caching allocator each tensor is its own allocation, so memcheck sees
+        # reads and writes just past a tensor's end (inside a cached segment they look valid)
+        res = verifier.single_run(cspec, pspec, pack, prefix, main_set=False,
+                                  extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
         seconds += res.seconds
         parsed = parse_sanitizer(log.read_text(errors="replace") if log.exists() else "")
         parsed["status"] = res.status
