@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Batched GPU work on the H200 (device tool): everything that needs CUDA, results and full logs under $OUT.
 #   source .carry/setup.sh && bash benchmarks/gpu_session.sh [STEP...]     (carry .carry: CuTe DSL + peers)
-#   bash benchmarks/gpu_session.sh agent                                  (carry .whl from scripts/gpu_wheels.sh:
+#   bash benchmarks/gpu_session.sh agent [STEP...]                        (carry .whl from scripts/gpu_wheels.sh:
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
-# STEPs: doctor tests examples cost timing peers (default: all of them, in that order).
+# STEPs: doctor probe tests examples cost timing peers agent (default: doctor tests examples cost timing peers).
+# TEST_PATHS picks what `tests` runs; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/ka-out}
@@ -28,11 +29,10 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left; f
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -rfEs)
-if [ "${1:-}" = agent ]; then
+export KA_EAGER_FAILURES=1
+if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=$PWD:/tmp/site
-  step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py
-  exit 0
 fi
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(doctor tests examples cost timing peers)
@@ -40,8 +40,10 @@ for s in "${steps[@]}"; do
   case $s in
     doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
             cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
-    tests) step tests 260 "${PYTEST[@]}" -m "gpu or cute" tests/gpu tests/verifier tests/prompts \
+    probe) step probe 200 python3 benchmarks/gpu_probe.py ${PROBE:-} ;;
+    tests) step tests ${TESTS_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/gpu tests/verifier tests/prompts} \
              --junitxml="$OUT/gpu-tests.xml" ;;
+    agent) step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
     examples) step examples 150 python3 benchmarks/examples_gpu.py ;;
     cost) step cost 80 python3 benchmarks/verifier_cost.py ;;
     timing) step timing 40 python3 benchmarks/timing_method.py ;;

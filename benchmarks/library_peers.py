@@ -103,10 +103,14 @@ def main() -> dict[str, Any]:
                 rows.append(row)
                 print(row, flush=True)
         rows.append({"op": op, "check": "kernelagent vs eager rel L2", "value": err})
+        write_result("library_peers", _result(rows, ceil))  # after each op: a cut-off run keeps what it measured
+    return _result(rows, ceil)
+
+
+def _result(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, Any]:
     result = {"method": METHOD, "ceilings": ceil, "rows": rows,
               "peers": ["torch eager", "torch.compile", "Liger-Kernel", "QuACK"],
               "bytes_note": "tb_per_s counts the minimum bytes of the forward (inputs read + output written once)"}
-    write_result("library_peers", result)
     return result
 
 

@@ -40,3 +40,12 @@ def _isolated_home(tmp_path_factory, monkeypatch):
         if key.endswith("_API_KEY") and not key.startswith("KERNELAGENT_TEST"):
             monkeypatch.delenv(key, raising=False)
     yield home
+
+
+def pytest_runtest_logreport(report):
+    """With KA_EAGER_FAILURES=1, print each failure as it happens (GPU runs may be cut off by a timeout)."""
+    if report.failed and os.environ.get("KA_EAGER_FAILURES") == "1":
+        text = str(report.longrepr)
+        print(f"\n--- FAILED {report.nodeid} ({report.when}, {report.duration:.1f}s)\n{text[-2500:]}\n", flush=True)
+    elif report.when == "call" and os.environ.get("KA_EAGER_FAILURES") == "1":
+        print(f"\n--- {report.outcome} {report.nodeid} ({report.duration:.1f}s)", flush=True)
