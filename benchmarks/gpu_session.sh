@@ -5,7 +5,7 @@
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
 # STEPs: doctor probe tests examples cost timing peers agent (default: doctor tests examples cost timing peers).
-# TEST_PATHS picks what `tests` runs; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
+# TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/ka-out}
@@ -41,11 +41,13 @@ for s in "${steps[@]}"; do
     doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
             cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
     probe) step probe 200 python3 benchmarks/gpu_probe.py ${PROBE:-} ;;
-    tests) step tests ${TESTS_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/gpu tests/verifier tests/prompts} \
+    tests) step tests ${TESTS_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/verifier tests/prompts tests/gpu} \
              --junitxml="$OUT/gpu-tests.xml" ;;
+    tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
+             --junitxml="$OUT/gpu-tests2.xml" ;;
     agent) step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
     examples) step examples 150 python3 benchmarks/examples_gpu.py ;;
-    cost) step cost 80 python3 benchmarks/verifier_cost.py ;;
+    cost) step cost ${COST_LIMIT:-110} python3 benchmarks/verifier_cost.py ;;
     timing) step timing 40 python3 benchmarks/timing_method.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
     *) echo "unknown step $s" ;;

@@ -28,11 +28,13 @@ def main(repeats: int = 3) -> dict:
         t = time.perf_counter()
         rep = v.verify(OP, KERNEL)
         rows["first"].append(time.perf_counter() - t)
+        print("first", round(rows["first"][-1], 2), rep.category, [(s.name, s.seconds) for s in rep.stages], flush=True)
         assert rep.accepted, rep.message
         for _ in range(repeats):
             t = time.perf_counter()
             rep = v.verify(OP, KERNEL)
             rows["cold"].append(time.perf_counter() - t)
+            print("cold", round(rows["cold"][-1], 2), rep.category, flush=True)
         v.pool = WorkerPool(size=1)
         v.pool.warm("cuda")
         for _ in range(repeats):
@@ -40,6 +42,7 @@ def main(repeats: int = 3) -> dict:
             t = time.perf_counter()
             rep = v.verify(OP, KERNEL)
             rows["pool"].append(time.perf_counter() - t)
+            print("pool", round(rows["pool"][-1], 2), rep.category, flush=True)
         v.pool.close()
     result = {"seconds": rows, "median_seconds": {k: sorted(r)[len(r) // 2] for k, r in rows.items() if r},
               "verdict": rep.verdict, "stages": [(s.name, s.seconds) for s in rep.stages],

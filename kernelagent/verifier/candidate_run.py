@@ -25,6 +25,7 @@ from kernelagent.verifier.tensorio import grads_dict, grads_to_cpu
 
 _perf = time.perf_counter
 _equal = torch.equal
+_device_synchronize = torch.cuda.synchronize
 _isnan = torch.isnan
 
 
@@ -165,7 +166,7 @@ class CandidateRunner:
                 with torch.no_grad(), rec:
                     out = self.model(*ins)
                 leaves, structure = tensorio.flatten(out)
-            self.sync()
+            late = self.sync_outputs(leaves, grads)
         except CandidateFailure:
             raise
         except Exception as e:  # noqa: BLE001 - any exception from candidate code is classified
@@ -173,11 +174,22 @@ class CandidateRunner:
         return {"leaves": leaves, "structure": structure, "grads": grads, "devices": _devices(leaves),
                 "launches": self.launches.snapshot() - before, "compute_ops": rec.compute_ops(),
                 "mutated": _inputs_unchanged(ins, pristine), "types": [_leaf_type(x) for x in leaves],
-                "aliases": _aliases(leaves, ins)}
+                "aliases": _aliases(leaves, ins), "late_writes": late}
 
     def sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.current_stream().synchronize()
+
+    def sync_outputs(self, leaves: list[Any], grads: dict[str, Any] | None) -> bool:
+        """Wait for the current stream, as the caller would; then say whether the outputs still changed
+        once the whole device was idle (work left running on another stream, never joined)."""
+        self.sync()
+        if self.device != "cuda":
+            return False
+        tensors = [x for x in [*leaves, *(grads or {}).values()] if isinstance(x, torch.Tensor) and x.is_cuda]
+        early = [_bits(x) for x in tensors]
+        _device_synchronize()
+        return any(not _equal(e, _bits(x)) for e, x in zip(early, tensors, strict=True))
 
     def correctness(self) -> None:
         per_trial = {}
@@ -190,7 +202,7 @@ class CandidateRunner:
                 self.save(f"sentinel_{trial['id']}", self.call(data["inputs"], data.get("grad_outputs"),
                                                                poison="sentinel"))
             per_trial[trial["id"]] = {k: res[k] for k in ("launches", "compute_ops", "mutated", "types",
-                                                           "aliases", "structure", "devices")}
+                                                           "aliases", "structure", "devices", "late_writes")}
         self.facts["trials"] = per_trial
         self.load_state(0)
 
@@ -304,6 +316,13 @@ def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
     res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
     torch.cuda.nvtx.range_pop()
     return {"trial": tid, "launches": res["launches"]}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A copy of the raw bytes (NaN == NaN bitwise), made on the current stream and awaited there."""
+    out = t.detach().contiguous().reshape(-1).view(torch.uint8).clone()
+    torch.cuda.current_stream().synchronize()
+    return out
 
 
 def _has_nan(leaves: list[Any]) -> bool:

@@ -103,6 +103,10 @@ class Judge:
         if t.get("launches", 0) == 0 and not self.cpu_compile_only:
             self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",
                        "forward must launch your Triton / CuTe DSL kernel on every call")
+        if t.get("late_writes"):
+            self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
+                       "stream had finished: work ran on another stream and was never joined", "integrity",
+                       "launch on torch.cuda.current_stream(), or make it wait for your stream before returning")
         wrong_dev = [d for d in t.get("devices", []) if d and d != self.meta.get("device", d)]
         if wrong_dev:
             self.j.add("mismatch", f"outputs on device {wrong_dev[0]}, expected {self.meta.get('device')}",
@@ -205,15 +209,14 @@ class Judge:
 
     def timed_outputs(self) -> None:
         timing = self.facts.get("timing") or {}
+        passed = {r.trial["id"] for r in self.j.trials if r.ok}
         for tid in timing.get("checked_trials", []):
             got = self.cand(f"timed_{tid}")
-            if got is None:
+            if got is None or tid not in passed:  # a trial already wrong says nothing new here
                 continue
             res = compare_outputs(self.trials[tid], got["outputs"], self.ref(tid), self.tolerance)
             if not res.ok:
-                self.j.add("caching_detected", "outputs of the timed runs were wrong: "
-                           + (res.worst.summary() if res.worst else ""), "timing",
-                           "compute from the input values on every call")
+                self._timed_output_wrong(self.trials[tid], got, res)
                 return
         for probe in timing.get("after", []):
             got = self.cand(f"after_{probe['buffers_of']}")
@@ -224,8 +227,10 @@ class Judge:
                 self.j.add("fallback_to_reference", "after the timed runs, forward dispatched PyTorch compute ops: "
                            + ", ".join(sorted(probe["compute_ops"])[:6]), "timing")
                 return
-            if probe.get("launches") == 0:
-                self.j.add("no_kernel_launched", "after the timed runs, forward launched no kernel", "timing")
+            if probe.get("launches") == 0:  # it launched during the correctness trials: now it replays
+                self.j.add("caching_detected", "after the timed runs, forward launched no kernel: it returned "
+                           "results remembered from earlier calls", "timing",
+                           "compute from the input values on every call; never cache results")
                 return
             res = compare_outputs(donor, got["outputs"], self.ref(donor["id"]), self.tolerance)
             if not res.ok:
@@ -239,6 +244,21 @@ class Judge:
         if ratio and med and ratio > HOST_RATIO_LIMIT and host_ms and host_ms - med > HOST_GAP_MS:
             self.j.add("stream_violation", f"device work took {ratio:.1f}x the time the timing events saw: "
                        "work ran on another stream", "timing", "launch on torch.cuda.current_stream()")
+
+    def _timed_output_wrong(self, trial: dict[str, Any], got: dict[str, Any], res: TrialResult) -> None:
+        """Right at the correctness trial, wrong while timed: another input's answer, or a race."""
+        summary = res.worst.summary() if res.worst else ""
+        for other in self.meta["trials"]:
+            if other["id"] != trial["id"] and other.get("input_desc") == trial.get("input_desc") and \
+                    compare_outputs(other, got["outputs"], self.ref(other["id"]), self.tolerance).ok:
+                self.j.add("caching_detected", f"while timed, forward returned the answer for other inputs (those "
+                           f"of trial seed {other['seed']}, set {other['set']}): {summary}", "timing",
+                           "compute from the input values on every call; never cache results by pointer or shape")
+                return
+        self.j.add("nondeterministic", "the same inputs gave a right result at the correctness trial and a wrong "
+                   f"one while timed: {summary}", "timing",
+                   "look for races: missing barriers, blocks writing the same elements, unmasked reads of memory "
+                   "nothing wrote; then for state kept between calls")
 
     def run(self) -> Judgement:
         self.runtime_integrity()

@@ -28,7 +28,7 @@ MAX_FRAGMENTS = 3
 
 def _child(args: list[str], cwd: Path, timeout: int = 600) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "TRITON_"))}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=str(cwd))
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")), None)

@@ -97,7 +97,7 @@ def child(tmp_path_factory) -> dict:
         paths[name] = d / f"{name}_kernel.py"
         paths[name].write_text(src)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("cute_child.py")), *map(str, paths.values())],
                           capture_output=True, text=True, timeout=300, env=env, cwd=str(d))
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")), None)

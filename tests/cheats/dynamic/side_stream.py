@@ -3,8 +3,11 @@
 # problem: relu_big
 # needle: another stream
 # gpu: yes
-"""Hides its work from the timing events: launches on a private stream and waits for it on the host,
-so results are right but events recorded on the current stream see almost nothing."""
+"""Hides its work from the timing events: launches on a private stream (after the current stream's work,
+so the inputs are ready) and returns without joining it. Events recorded on the current stream see
+nothing, and a caller that syncs only its own stream may read the output before it is written. (A
+version that waits on the host, `side.synchronize()`, is slow but honest: the end event is recorded
+after the work.)"""
 
 import torch
 import torch.nn as nn
@@ -31,5 +34,4 @@ class ModelNew(nn.Module):
         self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
             _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, PASSES=8)
-        self.side.synchronize()
         return y

@@ -1,0 +1,77 @@
+"""The judge's GPU-only rules, on synthetic worker facts (no GPU needed): what a wrong timed output
+means, outputs still changing after the current stream finished, and no launches after timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.judge import Judge
+from kernelagent.verifier.report import CATEGORY_PRIORITY
+
+
+def _trial(tid: int, seed: int) -> dict:
+    return {"id": tid, "seed": seed, "set": 0, "input_desc": "[Tensor(4, 8):float32]", "structure": "Tensor"}
+
+
+@pytest.fixture()
+def world(tmp_path: Path):
+    refs, out = tmp_path / "refs", tmp_path / "out"
+    refs.mkdir()
+    out.mkdir()
+    answers = {tid: torch.softmax(torch.randn(4, 8, generator=torch.Generator().manual_seed(tid)), -1)
+               for tid in (0, 1)}
+    for tid, y in answers.items():
+        tensorio.save(refs / f"ref_{tid}.pt", {"native": [y], "f64": [y.double()]})
+        tensorio.save(out / f"cand_{tid}.pt", {"outputs": [y.clone()]})
+    meta = {"device": "cpu", "problem": {"tolerance": None}, "trials": [_trial(0, 0), _trial(1, 1)]}
+    facts = {"trials": {"0": {"launches": 1}, "1": {"launches": 1}}, "timing": {"checked_trials": [0, 1]}}
+
+    def judge(timed: dict[int, torch.Tensor] | None = None, cand: dict[int, torch.Tensor] | None = None,
+              **extra) -> str | None:
+        for tid, y in (cand or {}).items():
+            tensorio.save(out / f"cand_{tid}.pt", {"outputs": [y]})
+        for tid in (0, 1):
+            y = (timed or {}).get(tid, answers[tid])
+            tensorio.save(out / f"timed_{tid}.pt", {"outputs": [y]})
+        f = {**facts, **extra}
+        findings = Judge(refs, meta, f, out).run().findings
+        return min(findings, key=lambda x: CATEGORY_PRIORITY.index(x.category)).category if findings else None
+
+    return judge, answers
+
+
+def test_honest_facts_give_no_finding(world):
+    judge, _ = world
+    assert judge() is None
+
+
+def test_timed_output_of_other_inputs_is_caching(world):
+    judge, answers = world
+    assert judge(timed={1: answers[0]}) == "caching_detected"
+
+
+def test_timed_output_wrong_otherwise_is_nondeterminism(world):
+    judge, answers = world
+    assert judge(timed={1: answers[1] * 1.05}) == "nondeterministic"
+
+
+def test_a_trial_already_wrong_stays_a_mismatch(world):
+    judge, answers = world
+    wrong = answers[0] * 1.05
+    assert judge(cand={0: wrong}, timed={0: wrong}) == "mismatch"
+
+
+def test_outputs_changing_after_the_stream_finished_is_a_stream_violation(world):
+    judge, _ = world
+    assert judge(trials={"0": {"launches": 1, "late_writes": True}, "1": {"launches": 1}}) == "stream_violation"
+
+
+def test_no_launch_after_timing_is_caching(world, tmp_path):
+    judge, answers = world
+    tensorio.save(tmp_path / "out" / "after_0.pt", {"outputs": [answers[1]]})
+    after = [{"buffers_of": 0, "values_of": 1, "launches": 0, "compute_ops": {}}]
+    assert judge(timing={"checked_trials": [0, 1], "after": after}) == "caching_detected"
