@@ -34,6 +34,8 @@ def main(args: list[str]) -> None:
                 rep = v.verify(op, kernel)
                 print(json.dumps({"kernel": str(kernel), "flags": sorted(flags), "category": rep.category,
                                   "seconds": round(time.perf_counter() - t, 1), "message": rep.message[:400],
+                                  "metrics": {k: rep.metrics.get(k) for k in ("candidate_ms", "timing_method",
+                                                                              "host_ratio", "eager_ms")},
                                   "stages": [(s.name, s.status, s.seconds, s.message[:160]) for s in rep.stages],
                                   "feedback": rep.feedback[:1200] if not rep.accepted else ""}), flush=True)
 

@@ -45,6 +45,7 @@ for s in "${steps[@]}"; do
              --junitxml="$OUT/gpu-tests.xml" ;;
     tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
              --junitxml="$OUT/gpu-tests2.xml" ;;
+    diag) step diag 40 python3 benchmarks/side_stream_diag.py ;;
     agent) step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
     examples) step examples 150 python3 benchmarks/examples_gpu.py ;;
     cost) step cost ${COST_LIMIT:-110} python3 benchmarks/verifier_cost.py ;;

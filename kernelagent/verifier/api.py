@@ -31,7 +31,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.policy import check_policy
 from kernelagent.verifier.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.report import Report, Stage
-from kernelagent.verifier.sandbox import redact, secret_values
+from kernelagent.verifier.sandbox import redact, scratch_base, secret_values
 
 Progress = Callable[[str], None]
 
@@ -78,7 +78,7 @@ class Verifier:
         self.device = resolve_device(self.options.device)
         self.pool = pool or WorkerPool(size=0)
         self._packs: dict[str, Pack] = {}
-        self.scratch = Path(os.environ.get("KERNELAGENT_SCRATCH") or "/tmp") / f"kernelagent-{os.getpid()}"
+        self.scratch = scratch_base() / f"kernelagent-{os.getpid()}"
 
     def close(self) -> None:
         self.pool.close()
@@ -214,7 +214,7 @@ class Verifier:
         req = {"role": "single", "candidate": str(path), "pack_dir": str(pack.dir), "device": self.device,
                "secret": self.options.secret, "main_set": main_set, "deny_read": self._deny_read(pspec, pack)}
         res = worker.run(req, self.options.timeout * 4, self.options.memory_limit_mb)
-        worker.discard(keep=True)
+        worker.discard(self.options.keep_workdir)
         return res
 
     def _deny_read(self, pspec: ProblemSpec, pack: Pack) -> list[str]:

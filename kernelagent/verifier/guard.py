@@ -99,11 +99,30 @@ def _resolve_executable(exe: str, env: object) -> str:
     return exe
 
 
+# file-system changes other than open(): each path must be one the candidate may write
+_PATH_CHANGES = ("os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.truncate", "os.chmod", "os.chown",
+                 "os.utime", "shutil.rmtree")
+
+
 def install_audit_hook(state: GuardState) -> None:
     """Install the (irremovable) audit hook; it only bites once `state.active` is set."""
-    write_roots = [os.path.realpath(state.workdir), "/dev/null", "/dev/shm", "/dev/nvidia"]
+    own = os.path.realpath(state.workdir)
+    write_roots = [own, "/dev/null", "/dev/shm", "/dev/nvidia"]
+    # when the verifier's scratch (packs, reference outputs, other workers) lives in /dev/shm too, the
+    # folder holding this work dir is off limits, but for the work dir itself
+    parent = os.path.dirname(own)
+    protected = [parent] if _under(parent, ["/dev/shm"]) and parent != "/dev/shm" else []
+
+    def writable(path: str) -> bool:
+        if _under(path, [own]):
+            return True
+        if not _under(path, write_roots) or _under(path, protected):
+            return False
+        # the verifier's own folders in /dev/shm (kernelagent-<uid>/...) are never the candidate's
+        return not path.startswith("/dev/shm/kernelagent")
+
     # programs that may run: by name, and only from a directory the candidate cannot write to
-    untrusted_dirs = [os.path.realpath(state.workdir), "/dev/shm"]  # the only places it may write
+    untrusted_dirs = [own, "/dev/shm"]  # the only places it may write
 
     def deny(reason: str) -> None:
         state.blocked.append(reason)
@@ -121,7 +140,7 @@ def install_audit_hook(state: GuardState) -> None:
     def _check_open(args: tuple) -> None:
         path = os.path.realpath(os.fsdecode(args[0]))
         if _is_write(args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else None):
-            if not _under(path, write_roots):
+            if not writable(path):
                 deny(f"write to {path}")
         elif _under(path, state.deny_read) or _foreign_proc(path):
             deny(f"read of {path}")
@@ -141,8 +160,13 @@ def install_audit_hook(state: GuardState) -> None:
         elif event in ("os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
             if _under(os.path.realpath(os.fsdecode(args[0])), state.deny_read):
                 deny(f"listing {os.fsdecode(args[0])}")
+        elif event in _PATH_CHANGES and args and isinstance(args[0], (str, bytes)):
+            targets = [args[0], args[1]] if event == "os.rename" and len(args) > 1 else [args[0]]
+            for t in targets:
+                if isinstance(t, (str, bytes)) and not writable(os.path.realpath(os.fsdecode(t))):
+                    deny(f"{event} of {os.fsdecode(t)}")
         elif event in ("os.link", "os.symlink") and len(args) > 1 and isinstance(args[0], (str, bytes)):
-            if not _under(os.path.realpath(os.fsdecode(args[0])), write_roots):
+            if not writable(os.path.realpath(os.fsdecode(args[0]))):
                 deny(f"{event} of {os.fsdecode(args[0])}")
         elif event in _NETWORK_EVENTS:
             deny(f"network ({event})")

@@ -75,3 +75,29 @@ def test_no_launch_after_timing_is_caching(world, tmp_path):
     tensorio.save(tmp_path / "out" / "after_0.pt", {"outputs": [answers[1]]})
     after = [{"buffers_of": 0, "values_of": 1, "launches": 0, "compute_ops": {}}]
     assert judge(timing={"checked_trials": [0, 1], "after": after}) == "caching_detected"
+
+
+def _after(world_dir: Path, y: torch.Tensor) -> dict:
+    tensorio.save(world_dir / "out" / "after_0.pt", {"outputs": [y]})
+    return {"checked_trials": [0, 1], "after": [{"buffers_of": 0, "values_of": 1, "launches": 1, "compute_ops": {}}]}
+
+
+def test_after_timing_the_old_values_answer_is_caching(world, tmp_path):
+    judge, answers = world
+    assert judge(timing=_after(tmp_path, answers[0])) == "caching_detected"
+
+
+def test_after_timing_a_wrong_answer_of_no_input_is_nondeterminism(world, tmp_path):
+    judge, answers = world
+    assert judge(timing=_after(tmp_path, answers[1] * 1.05)) == "nondeterministic"
+
+
+def test_after_timing_the_new_values_answer_passes(world, tmp_path):
+    judge, answers = world
+    assert judge(timing=_after(tmp_path, answers[1])) is None
+
+
+def test_a_kernel_wrong_everywhere_is_a_mismatch_not_caching(world, tmp_path):
+    judge, answers = world
+    bad = {0: answers[0] * 1.05, 1: answers[1] * 1.05}
+    assert judge(cand=bad, timed=bad, timing=_after(tmp_path, bad[1])) == "mismatch"

@@ -7,7 +7,8 @@
 so the inputs are ready) and returns without joining it. Events recorded on the current stream see
 nothing, and a caller that syncs only its own stream may read the output before it is written. (A
 version that waits on the host, `side.synchronize()`, is slow but honest: the end event is recorded
-after the work.)"""
+after the work. So is one whose hidden work is shorter than its launch: the events then span the
+host's launch time. A first version of this file was that, and the H200 rightly accepted it.)"""
 
 import torch
 import torch.nn as nn
@@ -19,8 +20,10 @@ import triton.language as tl
 def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PASSES: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    for _ in range(PASSES):
-        tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+    y = tl.zeros([BLOCK], dtype=tl.float32)
+    for _ in range(PASSES):  # volatile: every pass really reads, about a millisecond of hidden work
+        y = tl.maximum(tl.load(x_ptr + offs, mask=mask, volatile=True), 0.0)
+    tl.store(y_ptr + offs, y, mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -33,5 +36,5 @@ class ModelNew(nn.Module):
         n = x.numel()
         self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
-            _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, PASSES=8)
+            _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024, PASSES=64)
         return y
