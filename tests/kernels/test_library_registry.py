@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 import pytest
 
 from kernelagent.kernels import LibraryError, get_entry, list_entries
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FAMILIES = {"softmax": "softmax", "rms_norm": "rms_norm", "cross_entropy": "cross_entropy"}
 CARD_KEYS = {"name", "family", "summary", "backends", "signature", "verified", "dtypes", "notes"}
@@ -30,6 +33,23 @@ def test_cards_are_complete_and_claim_nothing_unmeasured(name):
     assert entry.card["verified"] == []  # filled from GPU verifier runs only
     assert entry.card["signature"] and all(op.startswith("aten::") for op in entry.card["signature"])
     assert (entry.path / "card.md").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_measured_figures_come_from_their_results_file(name):
+    """Every figure in card.json `measured` (and so in card.md) is the one in the cited results file."""
+    from benchmarks.cards_from_peers import markdown, rows_for
+
+    entry = get_entry(name)
+    measured = entry.card.get("measured", [])
+    for row in measured:
+        src = ROOT / row["source"]
+        assert src.is_file(), row["source"]
+        data = json.loads(src.read_text())
+        assert row in rows_for(data, name, row["source"])
+        assert row["gpu"] and row["peers_ms"]
+    if measured:
+        assert markdown(measured) in (entry.path / "card.md").read_text()
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
