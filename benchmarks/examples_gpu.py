@@ -43,9 +43,12 @@ def main(only: list[str]) -> dict:
                 row["feedback"] = rep.feedback[:1500]
             rows.append(row)
             print(row, flush=True)
-    result = {"method": METHOD, "peers": ["torch eager", "torch.compile (default mode)"], "rows": rows}
-    write_result("examples_gpu", result)
-    return result
+            write_result("examples_gpu", _result(rows))  # after each example: a cut-off run keeps its rows
+    return _result(rows)
+
+
+def _result(rows: list[dict]) -> dict:
+    return {"method": METHOD, "peers": ["torch eager", "torch.compile (default mode)"], "rows": rows}
 
 
 if __name__ == "__main__":
