@@ -124,3 +124,28 @@ def test_sanitizer_summary_is_parsed():
     parsed = parse_sanitizer(text)
     assert parsed["errors"] == 3 and parsed["findings"]
     assert parse_sanitizer("========= ERROR SUMMARY: 0 errors")["errors"] == 0
+
+
+def test_sanitizer_runs_without_the_caching_allocator_and_rejects_on_findings(monkeypatch, tmp_path):
+    """Each tool run gets PYTORCH_NO_CUDA_MEMORY_CACHING=1 (memcheck then sees each tensor's bounds), and
+    errors in a log make the stage fail (the caller turns that into a rejection)."""
+    from types import SimpleNamespace
+
+    from kernelagent.verifier import tools_stage
+
+    calls = []
+    fake_tool = tmp_path / "compute-sanitizer"
+    fake_tool.write_text("#!/bin/sh\n")
+    fake_tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+        calls.append(extra_env)
+        log = prefix[prefix.index("--log-file") + 1]
+        errors = 2 if "memcheck" in prefix else 0
+        open(log, "w").write(f"========= Invalid __global__ read\n========= ERROR SUMMARY: {errors} errors\n")
+        return SimpleNamespace(status="ok", seconds=0.1, stderr_tail="")
+
+    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    assert calls and all(env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} for env in calls)
+    assert stage.status == "failed" and "memcheck" in stage.message and "2 error" in stage.message
