@@ -176,11 +176,15 @@ class Verifier:
         req = {"role": "candidate", "candidate": str(cand_path), "pack_dir": str(pack.dir),
                "device": self.device, "secret": self.options.secret, "backend": cspec.backend,
                "timing": self.options.timing, "deny_read": self._deny_read(pspec, pack)}
+        t_run = time.perf_counter()
         res = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
+        t_aot = time.perf_counter()
         aot = None
         if aot_worker is not None:
             aot = self._aot(aot_worker, cspec, res, pspec, pack)
+        t_judge = time.perf_counter()
         report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
+        report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
         worker.discard(self.options.keep_workdir)
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
             from kernelagent.verifier.tools_stage import run_gpu_tools
@@ -249,6 +253,21 @@ def _reference_report(spec: ProblemSpec, res: WorkerResult) -> Report:
                      stages=[Stage("reference", "failed", round(res.seconds, 3), msg, {"detail": detail[-3000:]})])
     rep.feedback = build_feedback(rep, detail=detail[-1500:])
     return rep
+
+
+def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResult) -> dict[str, float]:
+    """Where a verification's own time went: before the candidate worker ran (inspection, policy,
+    reference pack), waiting for the worker (its imports if it was not ready yet, then its work), the
+    work itself, the AOT worker, and the judge (loading the saved tensors and comparing)."""
+    served = float(res.result.get("seconds") or 0.0)
+    io = ((res.result.get("facts") or {}).get("io")) or {}
+    now = time.perf_counter()
+    return {"before_worker": round(t_run - t0, 3), "worker_wall": round(t_aot - t_run, 3),
+            "worker_served": served, "worker_waiting": round(max(0.0, t_aot - t_run - served), 3),
+            "worker_import": float((res.result.get("environment") or {}).get("import_seconds") or 0.0),
+            "worker_pack_load": float(io.get("load_seconds") or 0.0),
+            "worker_saving": float(io.get("save_seconds") or 0.0),
+            "aot": round(t_judge - t_aot, 3), "judge": round(now - t_judge, 3)}
 
 
 def _finish(report: Report, t0: float) -> Report:

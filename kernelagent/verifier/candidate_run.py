@@ -70,6 +70,11 @@ class CandidateRunner:
 
     # -- setup (before the candidate exists in this process) ----------------------------------------
     def load_pack(self) -> None:
+        t = _perf()
+        self._load_pack()
+        self.facts.setdefault("io", {"save_seconds": 0.0, "saved": 0})["load_seconds"] = round(_perf() - t, 4)
+
+    def _load_pack(self) -> None:
         init = tensorio.load(self.pack / "init.pt", self.device)
         self.init_inputs, self.states = init["init_inputs"], init["states"]
         self.trials = {t["id"]: tensorio.load(self.pack / f"inputs_{t['id']}.pt", self.device)
@@ -238,9 +243,13 @@ class CandidateRunner:
         return {"leaves": leaves, "structure": structure, "grads": None}
 
     def save(self, name: str, res: dict[str, Any]) -> None:
+        t = _perf()
         tensorio.save(self.out / f"{name}.pt", {
             "outputs": tensorio.to_cpu(res["leaves"]),
             "grads": grads_to_cpu(res.get("grads"))})
+        io = self.facts.setdefault("io", {"save_seconds": 0.0, "saved": 0})
+        io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
+        io["saved"] += 1
 
     def integrity_after(self) -> None:
         self.facts["patched"] = guard.changed_since(self.snap)

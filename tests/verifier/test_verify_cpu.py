@@ -59,6 +59,11 @@ def test_accepted_report_is_complete(verifier):
     assert any(k.get("registers") for k in compile_stage.details["kernels"])  # AOT for sm_90a ran
     again = Report.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again.category == "ok" and again.stage("correctness").status == "passed"
+    cost = report.metrics["cost_seconds"]  # where the verifier's own time went
+    parts = cost["before_worker"] + cost["worker_wall"] + cost["aot"] + cost["judge"]
+    assert all(v >= 0 for v in cost.values()) and cost["worker_served"] > 0 and cost["worker_import"] > 0
+    assert parts <= report.metrics["verify_seconds"] + 0.05
+    assert cost["worker_saving"] > 0 and cost["worker_pack_load"] > 0
 
 
 def test_mismatch_feedback_locates_the_error(verifier):
