@@ -40,6 +40,12 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
         versions["cuda"] = torch.version.cuda or ""
+    if versions["triton"] and mode in ("cuda", "cpu"):
+        try:  # compile and launch one trusted kernel while idle; never fatal
+            from kernelagent.verifier.warmup import warm
+            versions["warmup"] = warm("cuda" if mode == "cuda" else "cpu")
+        except Exception as e:  # noqa: BLE001
+            versions["warmup"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
     return versions
 
 

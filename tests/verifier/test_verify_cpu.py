@@ -64,6 +64,7 @@ def test_accepted_report_is_complete(verifier):
     assert all(v >= 0 for v in cost.values()) and cost["worker_served"] > 0 and cost["worker_import"] > 0
     assert parts <= report.metrics["verify_seconds"] + 0.05
     assert cost["worker_saving"] > 0 and cost["worker_pack_load"] > 0
+    assert report.environment["warmup"]["ok"], report.environment  # a trusted kernel ran while the worker idled
 
 
 def test_mismatch_feedback_locates_the_error(verifier):
