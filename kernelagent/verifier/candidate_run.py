@@ -191,7 +191,7 @@ class CandidateRunner:
         self.sync()
         if self.device != "cuda":
             return False
-        tensors = [x for x in [*leaves, *(grads or {}).values()] if isinstance(x, torch.Tensor) and x.is_cuda]
+        tensors = [x for x in [*leaves, *pytree.tree_leaves(grads or {})] if isinstance(x, torch.Tensor) and x.is_cuda]
         early = [_bits(x) for x in tensors]
         _device_synchronize()
         return any(not _equal(e, _bits(x)) for e, x in zip(early, tensors, strict=True))
