@@ -41,7 +41,7 @@ for s in "${steps[@]}"; do
     doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
             cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
     probe) step probe 200 python3 benchmarks/gpu_probe.py ${PROBE:-} ;;
-    tests) step tests ${TESTS_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/verifier tests/prompts tests/gpu} \
+    tests) step tests ${TESTS_LIMIT:-420} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/verifier tests/prompts tests/gpu} \
              --junitxml="$OUT/gpu-tests.xml" ;;
     tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
              --junitxml="$OUT/gpu-tests2.xml" ;;
