@@ -31,7 +31,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.policy import check_policy
 from kernelagent.verifier.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.report import Report, Stage
-from kernelagent.verifier.sandbox import redact, scratch_base, secret_values
+from kernelagent.verifier.sandbox import redact, scratch_base, secret_values, sweep_stale
 
 Progress = Callable[[str], None]
 
@@ -78,6 +78,7 @@ class Verifier:
         self.device = resolve_device(self.options.device)
         self.pool = pool or WorkerPool(size=0)
         self._packs: dict[str, Pack] = {}
+        sweep_stale()
         self.scratch = scratch_base() / f"kernelagent-{os.getpid()}"
 
     def close(self) -> None:

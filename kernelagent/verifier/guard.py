@@ -46,6 +46,7 @@ class GuardState:
     deny_read: list[str] = field(default_factory=list)
     active: bool = False
     blocked: list[str] = field(default_factory=list)
+    out_dir: str = ""   # where the worker saves what the parent judges: the verifier's code alone writes there
 
 
 _local = threading.local()
@@ -104,6 +105,19 @@ _PATH_CHANGES = ("os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.truncate"
                  "os.utime", "shutil.rmtree")
 
 
+def _changed_paths(event: str, args: tuple, resolve) -> list[str | None]:
+    """The paths a file-system change touches, fd-relative ones resolved. Audit arguments:
+    rename (src, dst, src_dir_fd, dst_dir_fd); mkdir (path, mode, dir_fd); remove/rmdir (path, dir_fd);
+    chmod (path, mode, dir_fd); chown (path, uid, gid, dir_fd); utime (path, times, ns, dir_fd);
+    truncate (path, length); rmtree (path, dir_fd)."""
+    if event == "os.rename":
+        return [resolve(args[0], args[2] if len(args) > 2 else None),
+                resolve(args[1] if len(args) > 1 else None, args[3] if len(args) > 3 else None)]
+    fd_pos = {"os.mkdir": 2, "os.remove": 1, "os.rmdir": 1, "os.chmod": 2, "os.chown": 3, "os.utime": 3,
+              "shutil.rmtree": 1}.get(event)
+    return [resolve(args[0], args[fd_pos] if fd_pos is not None and len(args) > fd_pos else None)]
+
+
 def install_audit_hook(state: GuardState) -> None:
     """Install the (irremovable) audit hook; it only bites once `state.active` is set."""
     own = os.path.realpath(state.workdir)
@@ -116,6 +130,8 @@ def install_audit_hook(state: GuardState) -> None:
     def writable(path: str) -> bool:
         if _under(path, [own]):
             return True
+        if state.out_dir and _under(path, [state.out_dir]):
+            return not _candidate_on_stack(state)
         if not _under(path, write_roots) or _under(path, protected):
             return False
         # the verifier's own folders in /dev/shm (kernelagent-<uid>/...) are never the candidate's
@@ -144,6 +160,23 @@ def install_audit_hook(state: GuardState) -> None:
                 deny(f"write to {path}")
         elif _under(path, state.deny_read) or _foreign_proc(path):
             deny(f"read of {path}")
+        elif path != own and os.path.isdir(path) and any(
+                _under(r, [path]) for r in [*state.deny_read, *protected, state.out_dir] if r):
+            # a descriptor of a folder above the verifier's files would reach them by relative paths
+            # (`dir_fd=`), which the `open` audit event does not show
+            deny(f"opening the folder {path}")
+
+    def _resolve(path: object, dir_fd: object) -> str | None:
+        """The real path an fd-relative call names (dir_fd resolved through /proc/self/fd)."""
+        if not isinstance(path, (str, bytes)):
+            return None
+        name = os.fsdecode(path)
+        if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(name):
+            try:
+                name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
+            except OSError:
+                return name
+        return os.path.realpath(name)
 
     def _check_exec(event: str, args: tuple) -> None:
         exe = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes)) else ""
@@ -161,13 +194,16 @@ def install_audit_hook(state: GuardState) -> None:
             if _under(os.path.realpath(os.fsdecode(args[0])), state.deny_read):
                 deny(f"listing {os.fsdecode(args[0])}")
         elif event in _PATH_CHANGES and args and isinstance(args[0], (str, bytes)):
-            targets = [args[0], args[1]] if event == "os.rename" and len(args) > 1 else [args[0]]
-            for t in targets:
-                if isinstance(t, (str, bytes)) and not writable(os.path.realpath(os.fsdecode(t))):
-                    deny(f"{event} of {os.fsdecode(t)}")
+            for path in _changed_paths(event, args, _resolve):
+                if path is not None and not writable(path):
+                    deny(f"{event} of {path}")
         elif event in ("os.link", "os.symlink") and len(args) > 1 and isinstance(args[0], (str, bytes)):
-            if not writable(os.path.realpath(os.fsdecode(args[0]))):
-                deny(f"{event} of {os.fsdecode(args[0])}")
+            source = _resolve(args[0], args[2] if event == "os.link" and len(args) > 2 else None)
+            target = _resolve(args[1], args[3] if len(args) > 3 else (args[2] if event == "os.symlink"
+                                                                       and len(args) > 2 else None))
+            for path in (source, target):
+                if path is not None and not writable(path):
+                    deny(f"{event} of {path}")
         elif event in _NETWORK_EVENTS:
             deny(f"network ({event})")
         elif event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"):

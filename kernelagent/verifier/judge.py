@@ -63,9 +63,12 @@ class Judge:
     def ref(self, trial_id: int) -> dict[str, Any]:
         # loaded once per trial: each check compares against it, and on the GPU a main trial's reference
         # (native + float64) is hundreds of MB
-        if trial_id not in self._refs:
-            self._refs[trial_id] = tensorio.load(self.refs / f"ref_{trial_id}.pt", self.device)
-        return self._refs[trial_id]
+        if trial_id in self._refs:
+            return self._refs[trial_id]
+        ref = tensorio.load(self.refs / f"ref_{trial_id}.pt", self.device)
+        if self.trials.get(trial_id, {}).get("timing") or trial_id == self.meta["trials"][0]["id"]:
+            self._refs[trial_id] = ref  # the timing trials and the first: the probes compare against them again
+        return ref
 
     def cand(self, name: str) -> dict[str, Any] | None:
         path = self.out / f"{name}.pt"
@@ -214,6 +217,8 @@ class Judge:
 
     def timed_outputs(self) -> None:
         timing = self.facts.get("timing") or {}
+        if any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values()):
+            return  # outputs written after the caller's stream finished: later wrong answers add nothing
         passed = {r.trial["id"] for r in self.j.trials if r.ok}
         for tid in timing.get("checked_trials", []):
             got = self.cand(f"timed_{tid}")
@@ -292,6 +297,9 @@ class Judge:
             self.j.metrics["rel_l2"] = max(leaf.rel_l2 for leaf in worst)
         self.j.metrics["trials"] = len(self.j.trials)
         self.j.metrics["trials_passed"] = len(ok_trials)
+        self._refs.clear()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()  # the next candidate's worker needs the memory more than our cache
         return self.j
 
 

@@ -34,6 +34,7 @@ class WorkerResult:
     stderr_tail: str = ""
     stdout_tail: str = ""
     workdir: str = ""
+    out_dir: str = ""
 
     @property
     def died_how(self) -> str:
@@ -55,11 +56,15 @@ class Worker:
                  workdir: Path | None = None, extra_env: dict[str, str] | None = None):
         self.mode = mode
         self.workdir = workdir or make_workdir(root)
+        # what the worker reports (result, the tensors the parent judges) goes beside the work dir, where
+        # only the verifier's own code may write (see guard.install_audit_hook)
+        self.out_dir = Path(f"{self.workdir}-out")
+        self.out_dir.mkdir(mode=0o700, exist_ok=True)
         self.proc = spawn_worker(self.workdir, mode, prefix, extra_env)
         self.started = time.monotonic()
 
     def run(self, request: dict[str, Any], timeout: float, memory_limit_mb: int | None = None) -> WorkerResult:
-        out_dir = Path(request.setdefault("out_dir", str(self.workdir / "out")))
+        out_dir = Path(request.setdefault("out_dir", str(self.out_dir)))
         limit = memory_limit_mb or default_memory_limit_mb()
         t0 = time.monotonic()
         status = "ok"
@@ -96,7 +101,8 @@ class Worker:
             status = "crashed"
         return WorkerResult(status=status, result=result, returncode=self.proc.returncode,
                             seconds=time.monotonic() - t0, stderr_tail=_tail(self.workdir / "stderr.log"),
-                            stdout_tail=_tail(self.workdir / "stdout.log"), workdir=str(self.workdir))
+                            stdout_tail=_tail(self.workdir / "stdout.log"), workdir=str(self.workdir),
+                            out_dir=str(out_dir))
 
     def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event) -> None:
         while not stop.wait(0.2):
@@ -109,6 +115,7 @@ class Worker:
         kill_group(self.proc)
         if not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            shutil.rmtree(self.out_dir, ignore_errors=True)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -132,7 +139,8 @@ class WorkerPool:
             with self._lock:
                 missing = self.size - len(self._idle.setdefault(mode, []))
             for _ in range(max(0, missing)):
-                w = Worker(mode, self.root)
+                # a pooled worker idles until a request comes: it may warm up Triton meanwhile
+                w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"})
                 with self._lock:
                     self._idle[mode].append(w)
 

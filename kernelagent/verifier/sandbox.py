@@ -7,7 +7,10 @@ an environment built from an allowlist: API keys, tokens and proxies never reach
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -85,7 +88,9 @@ def scratch_base() -> Path:
             # (the guard protects the folder that holds a worker's work dir when it is in /dev/shm)
             base = shm / f"kernelagent-{os.getuid()}"
             base.mkdir(mode=0o700, exist_ok=True)
-            return base
+            st = os.lstat(base)  # ours, a real folder, closed to others: else someone else planted it
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+                return base
     except OSError:
         pass
     return Path(tempfile.gettempdir())
@@ -94,7 +99,30 @@ def scratch_base() -> Path:
 def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
     base = root or scratch_base()
     base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+
+
+def sweep_stale(base: Path | None = None) -> int:
+    """Remove what verifiers that died (kill -9, a crash) left in the scratch folder: folders named
+    after a process id that no longer runs. In /dev/shm they would hold RAM until a reboot."""
+    removed = 0
+    for entry in (base or scratch_base()).glob("*"):
+        m = re.match(r"(?:kernelagent|ka-worker|ka-tool)-(\d+)(?:-|$)", entry.name)
+        if not m or not entry.is_dir() or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def spawn_worker(workdir: Path, mode: str, prefix: list[str] | None = None,

@@ -24,7 +24,7 @@ def _worker_stages(facts: dict[str, Any]) -> list[Stage]:
 
 
 def _progress_stages(res: WorkerResult) -> list[Stage]:
-    path = Path(res.workdir) / "out" / "progress.json"
+    path = Path(res.out_dir) / "progress.json"
     try:
         import json
         return _worker_stages({"stages": json.loads(path.read_text())})
@@ -110,7 +110,7 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
                          detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
                          kernels=kernels)
         return _cute_compile_only(base, stages, facts, notes, kernels)
-    judge = Judge(pack.refs, pack.meta, facts, Path(res.workdir) / "out")
+    judge = Judge(pack.refs, pack.meta, facts, Path(res.out_dir))
     judgement = judge.run()
     _judged_stages(stages, judgement)
     base.metrics.update(judgement.metrics)

@@ -40,7 +40,7 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
         versions["cuda"] = torch.version.cuda or ""
-    if versions["triton"] and mode in ("cuda", "cpu"):
+    if versions["triton"] and mode in ("cuda", "cpu") and os.environ.get("KERNELAGENT_WORKER_WARM") == "1":
         try:  # compile and launch one trusted kernel while idle; never fatal
             from kernelagent.verifier.warmup import warm
             versions["warmup"] = warm("cuda" if mode == "cuda" else "cpu")
@@ -89,8 +89,9 @@ def main() -> None:
     if not line.strip():
         os._exit(0)
     req = json.loads(line)
-    out_dir = Path(req.get("out_dir") or workdir / "out")
+    out_dir = Path(req.get("out_dir") or f"{workdir}-out")
     out_dir.mkdir(parents=True, exist_ok=True)
+    state.out_dir = os.path.realpath(out_dir)
     t1 = time.perf_counter()
     try:
         result = _serve(req, state, workdir)
