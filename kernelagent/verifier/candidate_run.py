@@ -194,7 +194,7 @@ class CandidateRunner:
         tensors = [x for x in [*leaves, *pytree.tree_leaves(grads or {})]
                    if isinstance(x, torch.Tensor) and x.is_cuda and x.layout == torch.strided]
         try:
-            early = [_bits(x) for x in tensors]
+            early = [_bits(x) for x in tensors]  # copied while any unjoined work may still be writing
             _device_synchronize()
             return any(not _equal(e, _bits(x)) for e, x in zip(early, tensors, strict=True))
         except (RuntimeError, TypeError) as e:  # the check's own trouble (memory, odd tensors) is not the candidate's
@@ -337,14 +337,12 @@ _BITS_SAMPLE = 64 * 2**20
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    """A copy of the raw bytes (NaN == NaN bitwise), made on the current stream and awaited there;
-    beyond 64 MiB an evenly strided sample (late writes land all over an output, not in one spot)."""
+    """A copy of the raw bytes (NaN == NaN bitwise), queued on the current stream; beyond 64 MiB an
+    evenly strided sample (late writes land all over an output, not in one spot)."""
     raw = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
     if raw.numel() > _BITS_SAMPLE:
         raw = raw[:: raw.numel() // _BITS_SAMPLE]
-    out = raw.clone()
-    torch.cuda.current_stream().synchronize()
-    return out
+    return raw.clone()
 
 
 def _has_nan(leaves: list[Any]) -> bool:

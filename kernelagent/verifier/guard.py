@@ -198,10 +198,9 @@ def install_audit_hook(state: GuardState) -> None:
                 if path is not None and not writable(path):
                     deny(f"{event} of {path}")
         elif event in ("os.link", "os.symlink") and len(args) > 1 and isinstance(args[0], (str, bytes)):
-            source = _resolve(args[0], args[2] if event == "os.link" and len(args) > 2 else None)
-            target = _resolve(args[1], args[3] if len(args) > 3 else (args[2] if event == "os.symlink"
-                                                                       and len(args) > 2 else None))
-            for path in (source, target):
+            # link (src, dst, src_dir_fd, dst_dir_fd); symlink (src, dst, dir_fd), the fd naming dst's folder
+            fds = (*args[2:], None, None) if event == "os.link" else (None, *args[2:], None)
+            for path in (_resolve(args[0], fds[0]), _resolve(args[1], fds[1])):
                 if path is not None and not writable(path):
                     deny(f"{event} of {path}")
         elif event in _NETWORK_EVENTS:

@@ -156,17 +156,22 @@ class Judge:
         detail = "\n".join(x for x in (leaf.rows, hint) if x)
         self.j.add("mismatch", f"{leaf.name}: {leaf.message} ({where})", "correctness", detail)
 
-    def _answer_of_other_trial(self, trial: dict[str, Any]) -> dict[str, Any] | None:
-        """A wrong output that matches another trial's reference was remembered, not computed."""
-        got = self.cand(f"cand_{trial['id']}")
-        if got is None:
-            return None
+    def _answer_of_other_trial(self, trial: dict[str, Any], outputs: list[Any] | None = None) -> dict[str, Any] | None:
+        """A wrong output (by default the trial's correctness output) that matches another same-shaped
+        trial's reference was remembered, not computed."""
+        if outputs is None:
+            got = self.cand(f"cand_{trial['id']}")
+            if got is None:
+                return None
+            outputs = got["outputs"]
         for other in self.meta["trials"]:
-            if other["id"] == trial["id"] or other.get("input_desc") != trial.get("input_desc"):
-                continue
-            if compare_outputs(other, got["outputs"], self.ref(other["id"]), self.tolerance).ok:
+            if other["id"] != trial["id"] and other.get("input_desc") == trial.get("input_desc") and \
+                    self._is_answer_of(other, outputs):
                 return other
         return None
+
+    def _is_answer_of(self, trial: dict[str, Any], outputs: list[Any]) -> bool:
+        return compare_outputs(trial, outputs, self.ref(trial["id"]), self.tolerance).ok
 
     def _unwritten(self, res: TrialResult, leaf: LeafResult) -> bool:
         """NaN where the reference is finite: were those elements just our poison, never written?"""
@@ -246,7 +251,7 @@ class Judge:
                 continue
             res = compare_outputs(donor, got["outputs"], self.ref(donor["id"]), self.tolerance)
             if not res.ok:
-                self._after_output_wrong(self.trials.get(probe["buffers_of"]), donor, got, res)
+                self._after_output_wrong(self.trials.get(probe["buffers_of"]), got, res)
                 return
         ratio = timing.get("candidate", {}).get("host_ratio")
         med = timing.get("candidate", {}).get("median_ms")
@@ -258,23 +263,21 @@ class Judge:
     def _timed_output_wrong(self, trial: dict[str, Any], got: dict[str, Any], res: TrialResult) -> None:
         """Right at the correctness trial, wrong while timed: another input's answer, or a race."""
         summary = res.worst.summary() if res.worst else ""
-        for other in self.meta["trials"]:
-            if other["id"] != trial["id"] and other.get("input_desc") == trial.get("input_desc") and \
-                    compare_outputs(other, got["outputs"], self.ref(other["id"]), self.tolerance).ok:
-                self.j.add("caching_detected", f"while timed, forward returned the answer for other inputs (those "
-                           f"of trial seed {other['seed']}, set {other['set']}): {summary}", "timing",
-                           "compute from the input values on every call; never cache results by pointer or shape")
-                return
+        other = self._answer_of_other_trial(trial, got["outputs"])
+        if other is not None:
+            self.j.add("caching_detected", f"while timed, forward returned the answer for other inputs (those "
+                       f"of trial seed {other['seed']}, set {other['set']}): {summary}", "timing",
+                       "compute from the input values on every call; never cache results by pointer or shape")
+            return
         self.j.add("nondeterministic", "the same inputs gave a right result at the correctness trial and a wrong "
                    f"one while timed: {summary}", "timing",
                    "look for races: missing barriers, blocks writing the same elements, unmasked reads of memory "
                    "nothing wrote; then for state kept between calls")
 
-    def _after_output_wrong(self, old: dict[str, Any] | None, donor: dict[str, Any], got: dict[str, Any],
-                            res: TrialResult) -> None:
+    def _after_output_wrong(self, old: dict[str, Any] | None, got: dict[str, Any], res: TrialResult) -> None:
         """New values in a timed buffer, wrong answer: the old values' answer is a cache, else a race."""
         summary = res.worst.summary() if res.worst else ""
-        if old is not None and compare_outputs(old, got["outputs"], self.ref(old["id"]), self.tolerance).ok:
+        if old is not None and self._is_answer_of(old, got["outputs"]):
             self.j.add("caching_detected", "after the timed runs, new values in the timed input buffers did not "
                        f"change the output (it is still the old values' answer): {summary}", "timing",
                        "compute from the input values on every call; never cache results")
