@@ -1,14 +1,17 @@
 """The verifier's own cost on the GPU: end-to-end verify of the Triton softmax example, timing included.
 
-cold: fresh worker processes for the candidate (torch/triton import paid), reference pack already built;
-pool: a pre-started worker (imports done, waiting on stdin), as the agent uses it;
+Two sizes of the same problem and candidate: the 128 MiB example and KernelBench's level-1 size (1 MiB).
 first: the very first verify of a problem, which also builds the reference pack (reference outputs,
-float64 reference, eager and torch.compile baselines).
-Run: `python benchmarks/verifier_cost.py` on the GPU machine.
+float64 reference, eager and torch.compile baselines);
+cold: a fresh worker process for the candidate (torch/triton import paid), reference pack already built;
+pool: a pre-started worker (imports done, waiting on stdin), as the agent uses it.
+Also the import cost of a fresh process, step by step. Run: `python benchmarks/verifier_cost.py` on the GPU.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,37 +21,65 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parents[1]
-OP, KERNEL = ROOT / "examples/softmax/op.py", ROOT / "examples/softmax/kernel.py"
+KERNEL = ROOT / "examples/softmax/kernel.py"
+CASES = {"softmax_4096x8192": ROOT / "examples/softmax/op.py",
+         "softmax_16x16384": ROOT / "benchmarks/problems/softmax_16x16384.py"}
+IMPORTS = {"python": "pass", "torch": "import torch", "torch+triton": "import torch, triton",
+           "+dynamo": "import torch, triton, torch._dynamo",
+           "+cuda context": "import torch, triton, torch._dynamo; torch.zeros(1, device='cuda')"}
 
 
-def main(repeats: int = 3) -> dict:
-    opts = VerifyOptions(device="cuda", seeds=3)
-    rows = {"first": [], "cold": [], "pool": []}
-    with Verifier(opts, pool=WorkerPool(size=0)) as v:
+def import_costs() -> dict[str, float]:
+    out = {}
+    for name, code in IMPORTS.items():
         t = time.perf_counter()
-        rep = v.verify(OP, KERNEL)
-        rows["first"].append(time.perf_counter() - t)
-        print("first", round(rows["first"][-1], 2), rep.category, [(s.name, s.seconds) for s in rep.stages], flush=True)
-        assert rep.accepted, rep.message
-        for _ in range(repeats):
+        subprocess.run([sys.executable, "-c", code], check=True)
+        out[name] = round(time.perf_counter() - t, 3)
+        print("import", name, out[name], flush=True)
+    return out
+
+
+def _wait_ready(pool: WorkerPool, limit: float = 30.0) -> None:
+    t = time.monotonic()
+    while time.monotonic() - t < limit:
+        idle = [w for ws in pool._idle.values() for w in ws]
+        if idle and all((w.workdir / "ready").exists() for w in idle):
+            return
+        time.sleep(0.1)
+
+
+def one_case(name: str, op: Path, cold: int, pooled: int) -> dict:
+    opts = VerifyOptions(device="cuda", seeds=3)
+    rows: dict[str, list] = {"first": [], "cold": [], "pool": []}
+    last = None
+    with Verifier(opts, pool=WorkerPool(size=0)) as v:
+        def once(kind: str) -> None:
+            nonlocal last
             t = time.perf_counter()
-            rep = v.verify(OP, KERNEL)
-            rows["cold"].append(time.perf_counter() - t)
-            print("cold", round(rows["cold"][-1], 2), rep.category, rep.metrics.get("cost_seconds"), flush=True)
+            last = v.verify(op, KERNEL)
+            rows[kind].append(round(time.perf_counter() - t, 3))
+            print(name, kind, rows[kind][-1], last.category, last.metrics.get("cost_seconds"),
+                  [(s.name, s.seconds) for s in last.stages], flush=True)
+            assert last.accepted, last.message
+        once("first")
+        for _ in range(cold):
+            once("cold")
         v.pool = WorkerPool(size=1)
         v.pool.warm("cuda")
-        for _ in range(repeats):
-            time.sleep(8)  # let the replacement worker finish importing, as between agent turns
-            t = time.perf_counter()
-            rep = v.verify(OP, KERNEL)
-            rows["pool"].append(time.perf_counter() - t)
-            print("pool", round(rows["pool"][-1], 2), rep.category, rep.metrics.get("cost_seconds"), flush=True)
+        for _ in range(pooled):
+            _wait_ready(v.pool)  # the replacement worker has imported, as between agent turns
+            once("pool")
         v.pool.close()
-    result = {"seconds": rows, "median_seconds": {k: sorted(r)[len(r) // 2] for k, r in rows.items() if r},
-              "verdict": rep.verdict, "stages": [(s.name, s.seconds) for s in rep.stages],
-              "candidate_ms": rep.metrics.get("candidate_ms"), "eager_ms": rep.metrics.get("eager_ms"),
-              "last_breakdown": rep.metrics.get("cost_seconds")}
-    write_result("verifier_cost", result)
+    return {"seconds": rows, "median_seconds": {k: sorted(r)[len(r) // 2] for k, r in rows.items() if r},
+            "stages": [(s.name, s.seconds) for s in last.stages], "breakdown": last.metrics.get("cost_seconds"),
+            "candidate_ms": last.metrics.get("candidate_ms"), "eager_ms": last.metrics.get("eager_ms")}
+
+
+def main() -> dict:
+    result = {"import_seconds": import_costs(), "cases": {}}
+    for name, op in CASES.items():
+        result["cases"][name] = one_case(name, op, cold=2, pooled=3)
+        write_result("verifier_cost", result)
     return result
 
 

@@ -186,6 +186,7 @@ class Verifier:
         t_judge = time.perf_counter()
         report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
         report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
+        report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
         worker.discard(self.options.keep_workdir)
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
             from kernelagent.verifier.tools_stage import run_gpu_tools

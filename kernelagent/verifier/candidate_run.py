@@ -21,7 +21,7 @@ from kernelagent.problem import ProblemError, load_module
 from kernelagent.verifier import guard, tensorio
 from kernelagent.verifier.errors import classify_exception
 from kernelagent.verifier.integrity import LaunchCounter, OpRecorder, os_thread_count, python_threads
-from kernelagent.verifier.tensorio import grads_dict, grads_to_cpu
+from kernelagent.verifier.tensorio import grads_dict
 
 _perf = time.perf_counter
 _equal = torch.equal
@@ -250,9 +250,7 @@ class CandidateRunner:
 
     def save(self, name: str, res: dict[str, Any]) -> None:
         t = _perf()
-        tensorio.save(self.out / f"{name}.pt", {
-            "outputs": tensorio.to_cpu(res["leaves"]),
-            "grads": grads_to_cpu(res.get("grads"))})
+        tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
         io = self.facts.setdefault("io", {"save_seconds": 0.0, "saved": 0})
         io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
         io["saved"] += 1

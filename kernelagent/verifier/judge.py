@@ -6,6 +6,7 @@ specific category wins (report.CATEGORY_PRIORITY).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,14 +66,21 @@ class Judge:
         # (native + float64) is hundreds of MB
         if trial_id in self._refs:
             return self._refs[trial_id]
-        ref = tensorio.load(self.refs / f"ref_{trial_id}.pt", self.device)
+        ref = self._load(self.refs / f"ref_{trial_id}.pt")
         if self.trials.get(trial_id, {}).get("timing") or trial_id == self.meta["trials"][0]["id"]:
             self._refs[trial_id] = ref  # the timing trials and the first: the probes compare against them again
         return ref
 
     def cand(self, name: str) -> dict[str, Any] | None:
         path = self.out / f"{name}.pt"
-        return tensorio.load(path, self.device) if path.exists() else None
+        return self._load(path) if path.exists() else None
+
+    def _load(self, path: Path) -> dict[str, Any]:
+        t = time.perf_counter()
+        data = tensorio.load(path, self.device)
+        m = self.j.metrics
+        m["judge_load_seconds"] = round(m.get("judge_load_seconds", 0.0) + time.perf_counter() - t, 4)
+        return data
 
     # -- integrity facts that need no comparison ---------------------------------------------------
     def runtime_integrity(self) -> None:

@@ -1,7 +1,9 @@
 """Moving values between the verifier's processes: flatten outputs into leaves, save and load safely.
 
 Files are written with torch.save and read with `weights_only=True`, so a file a candidate forged can
-hold tensors and plain values but never code.
+hold tensors and plain values but never code. Tensors of 1 MiB and more skip the pickle: their bytes go
+to a raw side file (`NAME.pt.K.raw`, copied straight from the device), the `.pt` keeps a marker with
+dtype and shape, and loading maps the side file (checking its size) instead of reading and copying it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ Leaf = Any  # torch.Tensor | int | float | bool | complex | None | str
 
 _save = torch.save  # captured before any candidate is imported (see worker.py)
 _load = torch.load
+_from_file = torch.from_file
+
+RAW_MIN_BYTES = 2**20
+_MARK = "__ka_raw__"
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+    torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64)}
 
 
 def flatten(obj: Any) -> tuple[list[Leaf], str]:
@@ -48,11 +58,68 @@ def to_cpu(leaves: list[Leaf]) -> list[Leaf]:
 
 
 def save(path: str | Path, payload: dict[str, Any]) -> None:
-    _save(payload, str(path))
+    """Save tensors (on any device) and plain values; large tensors go to raw side files."""
+    path = Path(path)
+    count = [0]
+
+    def put(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        t = x.detach()
+        if type(x) is torch.Tensor and t.layout == torch.strided and t.nbytes >= RAW_MIN_BYTES \
+                and str(t.dtype).removeprefix("torch.") in _DTYPES:
+            k, count[0] = count[0], count[0] + 1
+            return _write_raw(path.with_name(f"{path.name}.{k}.raw"), t, k)
+        return t.to("cpu", copy=True)
+
+    _save(_walk(payload, put), str(path))
+
+
+def _write_raw(raw: Path, t: torch.Tensor, k: int) -> dict[str, Any]:
+    flat = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
+    raw.unlink(missing_ok=True)
+    dst = _from_file(str(raw), shared=True, size=flat.numel(), dtype=flat.dtype)
+    dst.copy_(flat)
+    del dst
+    return {_MARK: k, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
 
 
 def load(path: str | Path, device: str | None = None) -> dict[str, Any]:
-    return _load(str(path), map_location=device or "cpu", weights_only=True)
+    path = Path(path)
+    obj = _load(str(path), map_location=device or "cpu", weights_only=True)
+
+    def get(x: Any) -> Any:
+        return _read_raw(path, x, device or "cpu") if isinstance(x, dict) and _MARK in x else x
+
+    return _walk(obj, get)
+
+
+def _read_raw(path: Path, mark: dict[str, Any], device: str) -> torch.Tensor:
+    k, dtype, shape = mark[_MARK], _DTYPES.get(str(mark.get("dtype"))), mark.get("shape")
+    if not isinstance(k, int) or dtype is None or not isinstance(shape, list) \
+            or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"{path}: malformed raw tensor marker {mark!r}")
+    raw = path.with_name(f"{path.name}.{k}.raw")
+    n = 1
+    for d in shape:
+        n *= d
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if raw.stat().st_size != n * itemsize:
+        raise ValueError(f"{raw}: {raw.stat().st_size} bytes, expected {n * itemsize}")
+    t = _from_file(str(raw), shared=False, size=n, dtype=dtype).view(shape)
+    return t.to(device) if device != "cpu" else t
+
+
+def _walk(obj: Any, fn: Any) -> Any:
+    """Apply fn to every leaf (and to marker dicts) of nested dicts, lists and tuples, keeping their types."""
+    out = fn(obj)
+    if out is not obj:
+        return out
+    if isinstance(obj, dict):
+        return type(obj)((k, _walk(v, fn)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        return type(obj)(_walk(v, fn) for v in obj)
+    return obj
 
 
 def grads_dict(grads: Any, req_grad: list[torch.Tensor], named: list[tuple[str, Any]]) -> dict[str, Any]:
