@@ -5,7 +5,7 @@
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
 # STEPs: doctor probe tests examples cost timing peers agent (default: doctor tests examples cost timing peers).
-# EXAMPLES_ONLY picks examples by path fragment. TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
+# EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/ka-out}
@@ -46,9 +46,9 @@ for s in "${steps[@]}"; do
     tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
              --junitxml="$OUT/gpu-tests2.xml" ;;
     diag) step diag 40 python3 benchmarks/side_stream_diag.py ;;
-    agent) step agent 300 "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
+    agent) step agent ${AGENT_LIMIT:-300} "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
     examples) step examples ${EXAMPLES_LIMIT:-150} python3 benchmarks/examples_gpu.py ${EXAMPLES_ONLY:-} ;;
-    cost) step cost ${COST_LIMIT:-200} python3 benchmarks/verifier_cost.py ;;
+    cost) step cost ${COST_LIMIT:-200} python3 benchmarks/verifier_cost.py ${COST_CASES:-} ;;
     timing) step timing 40 python3 benchmarks/timing_method.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
     *) echo "unknown step $s" ;;

@@ -75,13 +75,18 @@ def one_case(name: str, op: Path, cold: int, pooled: int) -> dict:
             "candidate_ms": last.metrics.get("candidate_ms"), "eager_ms": last.metrics.get("eager_ms")}
 
 
-def main() -> dict:
-    result = {"import_seconds": import_costs(), "cases": {}}
+def main(only: list[str]) -> dict:
+    """`only` picks parts by name fragment: imports, 16x16384, 4096x8192 (default: all)."""
+    pick = lambda name: not only or any(o in name for o in only)  # noqa: E731
+    result: dict = {"cases": {}}
+    if pick("imports"):
+        result["import_seconds"] = import_costs()
     for name, op in CASES.items():
-        result["cases"][name] = one_case(name, op, cold=2, pooled=3)
-        write_result("verifier_cost", result)
+        if pick(name):
+            result["cases"][name] = one_case(name, op, cold=2, pooled=3)
+            write_result("verifier_cost", result)
     return result
 
 
 if __name__ == "__main__":
-    print(main())
+    print(main(sys.argv[1:]))

@@ -89,7 +89,9 @@ class CandidateRunner:
         self.load_pack()
         interpreter = self.device == "cpu"
         self.launches.install_triton(interpreter)
-        self.facts["cute_hooks"] = self.launches.install_cute()
+        # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
+        # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
+        self.facts["cute_hooks"] = self.req.get("backend") != "triton" and self.launches.install_cute()
         if self.compile_only and self.facts["cute_hooks"]:
             from kernelagent.verifier import cute_support
             # entered before the snapshot: it swaps torch's stream getters for null streams itself
