@@ -28,7 +28,7 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left; f
   echo "== $name rc=$rc at $(( $(date +%s) - t0 ))s"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -rfEs)
+PYTEST=(env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -rfEs)
 export KA_EAGER_FAILURES=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl

@@ -214,7 +214,10 @@ class Verifier:
         """One candidate forward in a worker started under a tool (ncu, compute-sanitizer)."""
         from kernelagent.verifier.sandbox import make_workdir
 
-        worker = Worker(self.device, prefix=prefix, workdir=make_workdir(), extra_env=extra_env)
+        # the tool's injected library reports to its front end over sockets, which a fresh network
+        # namespace would cut (the run then hangs); the audit hook still refuses the candidate's sockets
+        env = {**(extra_env or {}), "KERNELAGENT_WORKER_NETNS": "0"}
+        worker = Worker(self.device, prefix=prefix, workdir=make_workdir(), extra_env=env)
         path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         path.write_text(cspec.source)
         req = {"role": "single", "candidate": str(path), "pack_dir": str(pack.dir), "device": self.device,

