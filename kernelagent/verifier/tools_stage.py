@@ -51,8 +51,10 @@ def sanitize_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
         res = verifier.single_run(cspec, pspec, pack, prefix, main_set=False,
                                   extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
         seconds += res.seconds
-        parsed = parse_sanitizer(log.read_text(errors="replace") if log.exists() else "")
-        parsed["status"] = res.status
+        text = log.read_text(errors="replace") if log.exists() else ""
+        parsed = parse_sanitizer(text)
+        parsed.update(status=res.status, launches=(res.result.get("single") or {}).get("launches"))
+        parsed["incomplete"] = _incomplete(res, parsed, text)
         results[tool] = parsed
         shutil.rmtree(log.parent, ignore_errors=True)
     bad = {t: r for t, r in results.items() if r.get("errors")}
@@ -60,7 +62,26 @@ def sanitize_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
         tool, r = next(iter(bad.items()))
         return Stage("sanitize", "failed", round(seconds, 2), f"compute-sanitizer {tool}: {r['errors']} error(s)",
                      results)
+    unfinished = {t: r["incomplete"] for t, r in results.items() if r["incomplete"]}
+    if unfinished:  # never a pass the tool did not give
+        tool, why = next(iter(unfinished.items()))
+        return Stage("sanitize", "warning", round(seconds, 2), f"compute-sanitizer {tool} did not complete: {why}",
+                     results)
     return Stage("sanitize", "passed", round(seconds, 2), "memcheck and racecheck found no errors", results)
+
+
+def _incomplete(res: Any, parsed: dict[str, Any], log_text: str) -> str:
+    """Why a sanitizer run says nothing about the kernel ('' when it ran the forward and summarised)."""
+    if res.status != "ok":
+        return f"the worker {res.status} ({res.died_how}): {res.stderr_tail[-300:]}"
+    err = res.result.get("error")
+    if err:
+        return f"{err.get('type')}: {str(err.get('message', ''))[:300]}"
+    if not parsed.get("launches"):
+        return "the candidate's forward launched no kernel under the tool"
+    if parsed.get("errors") is None:
+        return f"no ERROR SUMMARY in its log: {log_text[-300:] or '(empty)'}"
+    return ""
 
 
 def run_gpu_tools(verifier: Any, report: Report, pspec: Any, cspec: Any, pack: Any) -> None:

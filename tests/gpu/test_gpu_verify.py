@@ -103,5 +103,7 @@ def test_sanitize_passes_a_clean_kernel_and_rejects_an_out_of_bounds_read():
         clean = v.verify(CASES / "op.py", CASES / "good.py")
         oob = v.verify(CASES / "op.py", CASES / "oob_read.py")
     assert clean.accepted and clean.stage("sanitize").status == "passed", clean.stage("sanitize").details
-    assert not oob.accepted and oob.category == "runtime_error", (oob.category, oob.message)
+    assert all(r["errors"] == 0 and r["launches"] for r in clean.stage("sanitize").details.values())
+    assert not oob.accepted and oob.category == "runtime_error", (oob.category, oob.message,
+                                                                   oob.stage("sanitize").details)
     assert "memcheck" in oob.message

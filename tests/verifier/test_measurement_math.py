@@ -144,8 +144,47 @@ def test_sanitizer_runs_without_the_caching_allocator_and_rejects_on_findings(mo
         log = prefix[prefix.index("--log-file") + 1]
         errors = 2 if "memcheck" in prefix else 0
         open(log, "w").write(f"========= Invalid __global__ read\n========= ERROR SUMMARY: {errors} errors\n")
-        return SimpleNamespace(status="ok", seconds=0.1, stderr_tail="")
+        return SimpleNamespace(status="ok", seconds=0.1, stderr_tail="", result={"single": {"launches": 1}})
 
     stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
     assert calls and all(env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} for env in calls)
     assert stage.status == "failed" and "memcheck" in stage.message and "2 error" in stage.message
+
+
+@pytest.mark.parametrize("how", ["no_summary", "no_launch", "worker_died", "worker_error"])
+def test_sanitizer_never_passes_a_run_it_did_not_finish(monkeypatch, tmp_path, how):
+    """A tool run that died, raised, launched nothing or left no ERROR SUMMARY gives a warning, not a pass."""
+    from types import SimpleNamespace
+
+    from kernelagent.verifier import tools_stage
+
+    fake_tool = tmp_path / "compute-sanitizer"
+    fake_tool.write_text("#!/bin/sh\n")
+    fake_tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+        log = prefix[prefix.index("--log-file") + 1]
+        open(log, "w").write("" if how == "no_summary" else "========= ERROR SUMMARY: 0 errors\n")
+        result = {"single": {"launches": 0 if how == "no_launch" else 2}}
+        if how == "worker_error":
+            result = {"error": {"type": "RuntimeError", "message": "CUDA driver failed"}}
+        return SimpleNamespace(status="died" if how == "worker_died" else "ok", died_how="signal 11", seconds=0.1,
+                               stderr_tail="boom", result=result)
+
+    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    assert stage.status == "warning" and "did not complete" in stage.message, stage.message
+
+
+def test_precision_hint_only_when_the_error_is_spread_out():
+    """Rounding to a narrower type touches most elements; an off-by-one mask touches a column and must
+    not be told to 'keep fp32 arithmetic' (the H200 run gave that hint for exactly such a kernel)."""
+    from kernelagent.verifier.compare import LeafResult, looks_like_reduced_precision
+
+    few = LeafResult("output", False, "mismatch", rel_l2=0.0112, frac_bad=0.0001)
+    spread = LeafResult("output", False, "mismatch", rel_l2=0.0112, frac_bad=0.6)
+    half = LeafResult("output", False, "mismatch", rel_l2=4.2e-4, frac_bad=0.3)
+    assert looks_like_reduced_precision(few, torch.float32) == ""
+    assert "bf16" in looks_like_reduced_precision(spread, torch.float32)
+    assert "fp16/tf32" in looks_like_reduced_precision(half, torch.float32)
+    assert looks_like_reduced_precision(spread, torch.bfloat16) == ""
