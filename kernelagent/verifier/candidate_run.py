@@ -327,9 +327,12 @@ def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
     data = runner.trials[tid]
     runner.load_state(data["state"])
     runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
-    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    marked = runner.device == "cuda"  # the NVTX range exists for ncu; without a GPU there is none
+    if marked:
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
     res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
-    torch.cuda.nvtx.range_pop()
+    if marked:
+        torch.cuda.nvtx.range_pop()
     return {"trial": tid, "launches": res["launches"]}
 
 

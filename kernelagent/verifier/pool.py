@@ -60,6 +60,10 @@ class Worker:
         # only the verifier's own code may write (see guard.install_audit_hook)
         self.out_dir = Path(f"{self.workdir}-out")
         self.out_dir.mkdir(mode=0o700, exist_ok=True)
+        # under a tool (ncu, compute-sanitizer) stdin may not reach the worker: the request goes in a file
+        self.request_file = self.out_dir / "request.json" if prefix else None
+        if self.request_file is not None:
+            extra_env = {**(extra_env or {}), "KERNELAGENT_WORKER_REQUEST": "file"}
         self.proc = spawn_worker(self.workdir, mode, prefix, extra_env)
         self.started = time.monotonic()
 
@@ -68,8 +72,13 @@ class Worker:
         limit = memory_limit_mb or default_memory_limit_mb()
         t0 = time.monotonic()
         status = "ok"
+        line = json.dumps(request) + "\n"
+        if self.request_file is not None:
+            tmp = self.request_file.with_suffix(".tmp")
+            tmp.write_text(line)
+            tmp.replace(self.request_file)
         try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.write(b"" if self.request_file is not None else line.encode())
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
