@@ -5,7 +5,9 @@ first: the very first verify of a problem, which also builds the reference pack 
 float64 reference, eager and torch.compile baselines);
 cold: a fresh worker process for the candidate (torch/triton import paid), reference pack already built;
 pool: a pre-started worker (imports done, waiting on stdin), as the agent uses it.
-Also the import cost of a fresh process, step by step. Run: `python benchmarks/verifier_cost.py` on the GPU.
+Also the import cost of a fresh process, step by step, and the unsafe minimal harness in a fresh
+process (benchmarks/naive_harness.py) on the same problem, as the floor for the cold figure.
+Run: `python benchmarks/verifier_cost.py [imports] [16x16384] [4096x8192]` on the GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import write_result
+from benchmarks.naive_harness import main as naive_harness
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerPool
@@ -84,6 +87,7 @@ def main(only: list[str]) -> dict:
     for name, op in CASES.items():
         if pick(name):
             result["cases"][name] = one_case(name, op, cold=2, pooled=3)
+            result["cases"][name]["naive_fresh_process"] = naive_harness(op, KERNEL)
             write_result("verifier_cost", result)
     return result
 
