@@ -18,9 +18,9 @@ from typing import Any
 
 from kernelagent.verifier.sandbox import (
     default_memory_limit_mb,
+    group_rss_mb,
     kill_group,
     make_workdir,
-    rss_mb,
     spawn_worker,
 )
 
@@ -115,7 +115,7 @@ class Worker:
 
     def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event) -> None:
         while not stop.wait(0.2):
-            if rss_mb(self.proc.pid) > limit_mb:
+            if group_rss_mb(self.proc.pid) > limit_mb:
                 oom.set()
                 kill_group(self.proc)
                 return

@@ -166,6 +166,24 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in a process group, in MiB: the worker and anything it started,
+    and, under a tool (ncu, compute-sanitizer), the worker below the tool's own process."""
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(pgid):
+            total += rss_mb(int(entry.name))
+    return total
+
+
 def default_memory_limit_mb() -> int:
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")

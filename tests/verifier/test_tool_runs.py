@@ -11,8 +11,9 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pool import WorkerPool
 
 CASES = Path(__file__).parent / "cases" / "softmax"
-# a stand-in for a tool: starts the worker with stdin taken away, as some launchers do
-NO_STDIN = ["/bin/sh", "-c", 'exec "$@" < /dev/null', "tool"]
+# a stand-in for a tool: stays the parent of the worker (as ncu and compute-sanitizer do) and starts it
+# with stdin taken away, as some launchers do
+NO_STDIN = ["/bin/sh", "-c", '"$@" < /dev/null; exit $?', "tool"]
 
 
 @pytest.fixture(scope="module")
@@ -36,3 +37,38 @@ def test_plain_workers_still_read_stdin_and_isolate_the_network(setup):
     rep = v.verify(CASES / "op.py", CASES / "good.py")
     assert rep.accepted, rep.message
     assert rep.environment.get("sandbox_network") != "kept for a profiler"
+
+
+def test_memory_bound_covers_the_worker_below_a_tool(setup):
+    """The watchdog sums the whole process group: under a tool the worker is not the process started.
+    At the same bound a plain kernel runs and one that holds 1 GiB of host memory is stopped."""
+    v, pspec, pack = setup
+    old = v.options.memory_limit_mb
+    v.options.memory_limit_mb = 1300
+    try:
+        plain = v.single_run(inspect_candidate(CASES / "good.py"), pspec, pack, NO_STDIN, main_set=False)
+        hog = v.single_run(inspect_candidate(CASES / "host_hog.py"), pspec, pack, NO_STDIN, main_set=False)
+    finally:
+        v.options.memory_limit_mb = old
+    assert plain.status == "ok", (plain.status, plain.stderr_tail)
+    assert hog.status == "oom", (hog.status, hog.stderr_tail)
+
+
+def test_group_rss_counts_children():
+    import subprocess
+    import sys
+    import time
+
+    from kernelagent.verifier.sandbox import group_rss_mb, kill_group, rss_mb
+
+    code = "x = bytearray(300 << 20); import time; time.sleep(30)"
+    proc = subprocess.Popen(["/bin/sh", "-c", f'"{sys.executable}" -c "{code}" & wait'], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while group_rss_mb(proc.pid) < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_rss_mb(proc.pid) >= 300
+        assert rss_mb(proc.pid) < 100  # the shell itself: what the watchdog used to read
+    finally:
+        kill_group(proc)
+        proc.wait()
