@@ -78,7 +78,8 @@ class Worker:
             tmp.write_text(line)
             tmp.replace(self.request_file)
         try:
-            self.proc.stdin.write(b"" if self.request_file is not None else line.encode())
+            if self.request_file is None:
+                self.proc.stdin.write(line.encode())
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass

@@ -239,9 +239,9 @@ class ReferenceRunner:
             return None
         f64, grads64, where64 = self.reference64(model, inputs, gos)
         tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos})
-        tensorio.save(self.ref_dir / f"ref_{t}.pt", {
-            "native": tensorio.to_cpu(native), "f64": f64,
-            "grads_native": grads_to_cpu(grads), "grads_f64": grads64})
+        # save copies the outputs off the device itself
+        tensorio.save(self.ref_dir / f"ref_{t}.pt", {"native": native, "f64": f64, "grads_native": grads,
+                                                     "grads_f64": grads64})
         return {"id": t, "seed": k, "set": s_idx, "dist": dist, "state": state_idx, "structure": structure,
                 "input_desc": tensorio.describe(inputs), "f64_device": where64,
                 "aliases_input": aliases}

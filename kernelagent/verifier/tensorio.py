@@ -22,7 +22,7 @@ _from_file = torch.from_file
 
 RAW_MIN_BYTES = 2**20
 _MARK = "__ka_raw__"
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
+_DTYPES = {str(d).removeprefix("torch."): d for d in (  # what a raw side file may hold
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
     torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16, torch.uint32, torch.uint64)}
@@ -67,7 +67,7 @@ def save(path: str | Path, payload: dict[str, Any]) -> None:
             return x
         t = x.detach()
         if type(x) is torch.Tensor and t.layout == torch.strided and t.nbytes >= RAW_MIN_BYTES \
-                and str(t.dtype).removeprefix("torch.") in _DTYPES:
+                and _dtype_name(t.dtype) in _DTYPES:
             k, count[0] = count[0], count[0] + 1
             return _write_raw(path.with_name(f"{path.name}.{k}.raw"), t, k)
         return t.to("cpu", copy=True)
@@ -81,7 +81,11 @@ def _write_raw(raw: Path, t: torch.Tensor, k: int) -> dict[str, Any]:
     dst = _from_file(str(raw), shared=True, size=flat.numel(), dtype=flat.dtype)
     dst.copy_(flat)
     del dst
-    return {_MARK: k, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+    return {_MARK: k, "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def load(path: str | Path, device: str | None = None) -> dict[str, Any]:
@@ -103,9 +107,9 @@ def _read_raw(path: Path, mark: dict[str, Any], device: str) -> torch.Tensor:
     n = 1
     for d in shape:
         n *= d
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if raw.stat().st_size != n * itemsize:
-        raise ValueError(f"{raw}: {raw.stat().st_size} bytes, expected {n * itemsize}")
+    size = raw.stat().st_size
+    if size != n * dtype.itemsize:
+        raise ValueError(f"{raw}: {size} bytes, expected {n * dtype.itemsize}")
     t = _from_file(str(raw), shared=False, size=n, dtype=dtype).view(shape)
     return t.to(device) if device != "cpu" else t
 
