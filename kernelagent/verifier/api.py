@@ -187,6 +187,7 @@ class Verifier:
         report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
         report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
         report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
+        report.metrics["cost_notes"] = _cost_notes(res)
         worker.discard(self.options.keep_workdir)
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
             from kernelagent.verifier.tools_stage import run_gpu_tools
@@ -273,6 +274,13 @@ def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResu
             "worker_pack_load": float(io.get("load_seconds") or 0.0),
             "worker_saving": float(io.get("save_seconds") or 0.0),
             "aot": round(t_judge - t_aot, 3), "judge": round(now - t_judge, 3)}
+
+
+def _cost_notes(res: WorkerResult) -> dict[str, object]:
+    """What explains a slow worker: modules the candidate's run imported late (torch._dynamo costs
+    seconds), how the parallel Triton driver build went."""
+    env, facts = res.result.get("environment") or {}, res.result.get("facts") or {}
+    return {"late_imports": facts.get("late_imports") or [], "triton_driver": env.get("triton_driver", "")}
 
 
 def _finish(report: Report, t0: float) -> Report:

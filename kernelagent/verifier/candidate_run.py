@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.random import manual_seed as _manual_seed
 from torch.utils import _pytree as pytree
 
 from kernelagent.problem import ProblemError, load_module
@@ -22,6 +24,8 @@ from kernelagent.verifier import guard, tensorio
 from kernelagent.verifier.errors import classify_exception
 from kernelagent.verifier.integrity import LaunchCounter, OpRecorder, os_thread_count, python_threads
 from kernelagent.verifier.tensorio import grads_dict
+
+_HEAVY_MODULES = ("torch._dynamo", "torch._inductor", "cutlass")
 
 _perf = time.perf_counter
 _equal = torch.equal
@@ -98,6 +102,7 @@ class CandidateRunner:
             self._exit.enter_context(cute_support.compile_only_mode(self.launches.stats))
         self.threads_before = (os_thread_count(), python_threads())
         self.snap = guard.snapshot()
+        self.heavy_before = {m for m in _HEAVY_MODULES if m in sys.modules}
 
     # -- stages ------------------------------------------------------------------------------------
     def stage(self, name: str, fn: Any) -> Any:
@@ -125,7 +130,7 @@ class CandidateRunner:
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             raise CandidateFailure("load_error", "ModelNew is not an nn.Module subclass")
-        torch.manual_seed(int(self.req["secret"]) + 1)
+        _manual_seed(int(self.req["secret"]) + 1)
         try:
             with torch.device(self.device):
                 self.model = cls(*self.init_inputs).to(self.device)
@@ -259,6 +264,9 @@ class CandidateRunner:
 
     def integrity_after(self) -> None:
         self.facts["patched"] = guard.changed_since(self.snap)
+        # what the candidate's run pulled in that the worker does not import up front (cost, not blame)
+        late = (m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
+        self.facts["late_imports"] = sorted(late)
         self.facts["launch_stats"] = {"total": self.launches.total, "kernels": self.launches.kernels()}
         self.facts["blocked"] = list(self.guard.blocked)
 

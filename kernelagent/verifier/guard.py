@@ -301,9 +301,28 @@ def changed_since(snap: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
         if ns is None:
             continue
         current = vars(ns).get(attr, _MISSING)
-        if current is _MISSING or _identity(current) != ident:
+        if current is _MISSING or _identity(current) != ident and not _dynamo_rewrap(ns_name, attr, current, ident):
             changed.append(f"{ns_name}.{attr}")
     return changed
+
+
+def _dynamo_rewrap(ns_name: str, attr: str, current: object, ident: tuple[int, int]) -> bool:
+    """Importing torch._dynamo (workers import it only when something asks for it: torch.compile,
+    torch.library) replaces torch.manual_seed with torch's own disable-dynamo wrapper around the same
+    function. That one rebinding is torch's, not the candidate's: the wrapper's code and the function it
+    closes over are both checked."""
+    if (ns_name, attr) != ("torch", "manual_seed") or "torch._dynamo" not in sys.modules:
+        return False
+    import torch
+
+    code, cells = getattr(current, "__code__", None), getattr(current, "__closure__", None) or ()
+    if code is None or code is not getattr(torch._disable_dynamo(_identity), "__code__", None):
+        return False
+    try:
+        inner = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=False))
+    except ValueError:  # an empty cell
+        return False
+    return "fn" in inner and _identity(inner["fn"]) == ident
 
 
 _MISSING = object()

@@ -54,6 +54,12 @@ class OpRecorder(TorchDispatchMode):
     `"sentinel"` as a distinctive finite value, so unwritten output elements can be located.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # else torch wraps __torch_dispatch__ in dynamo's disable decorator, whose first call imports
+        # torch._dynamo (seconds on a cold worker) while the candidate runs
+        return False
+
     def __init__(self, poison: str | None = None):
         super().__init__()
         self.poison = poison

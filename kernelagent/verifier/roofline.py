@@ -30,6 +30,10 @@ def _nbytes(values: Any) -> int:
 
 
 class _ElementCounter(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # no lazy torch._dynamo import on the first dispatch
+        return False
+
     def __init__(self, skip: set[str]):
         super().__init__()
         self.skip = skip

@@ -17,8 +17,9 @@ from pathlib import Path
 
 
 def _warm_imports(mode: str) -> dict[str, str]:
+    # torch._dynamo is not imported (seconds on a cold worker): the verifier's dispatch modes opt out of
+    # its wrapper, and the rebinding its import makes is recognised by guard.changed_since
     import torch
-    import torch._dynamo  # noqa: F401 - imported lazily by dispatch modes; it rebinds torch functions
 
     versions = {"torch": torch.__version__, "python": sys.version.split()[0]}
     try:
@@ -26,6 +27,7 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["triton"] = triton.__version__
     except ImportError:
         versions["triton"] = ""
+    helper = _start_triton_driver() if mode == "cuda" and versions["triton"] else None
     if mode == "cpu" and versions["triton"]:
         from kernelagent.verifier.interp_fixes import (
             autotune_without_benchmarks,
@@ -36,10 +38,14 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
         versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
     if mode == "cuda" and torch.cuda.is_available():
+        import kernelagent.verifier.candidate_run  # noqa: F401 - trusted modules, while the C compiler runs
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
         versions["cuda"] = torch.version.cuda or ""
+    if helper is not None:
+        helper.join()
+        versions["triton_driver"] = helper.name
     if versions["triton"] and mode in ("cuda", "cpu") and os.environ.get("KERNELAGENT_WORKER_WARM") == "1":
         try:  # compile and launch one trusted kernel while idle; never fatal
             from kernelagent.verifier.warmup import warm
@@ -47,6 +53,26 @@ def _warm_imports(mode: str) -> dict[str, str]:
         except Exception as e:  # noqa: BLE001
             versions["warmup"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
     return versions
+
+
+def _start_triton_driver() -> object:
+    """Triton builds its driver helper with the C compiler on first use (a second or more on a cold
+    worker, in this worker's own cache): start that now, in a thread, while the CUDA context is made.
+    The thread ends before any candidate code exists here; its name says how it went."""
+    import threading
+
+    def build() -> None:
+        t = time.perf_counter()
+        try:
+            from triton.runtime import driver
+            driver.active.utils  # noqa: B018 - building the helper is the point
+            threading.current_thread().name = f"ok {time.perf_counter() - t:.3f}s"
+        except Exception as e:  # noqa: BLE001 - the candidate's own launch will report it properly
+            threading.current_thread().name = f"failed: {type(e).__name__}: {str(e)[:200]}"
+
+    thread = threading.Thread(target=build, name="running", daemon=True)
+    thread.start()
+    return thread
 
 
 def _serve(req: dict, state: object, workdir: Path) -> dict:

@@ -130,3 +130,13 @@ def test_tuple_integer_and_int_argument_problems(verifier, name):
     report = verifier.verify(ROOT / "tests" / "problems" / f"{name}.py",
                              Path(__file__).parent / "cases" / "shapes" / f"{name}.py")
     assert report.category == "ok", (report.message, report.feedback)
+
+
+def test_candidate_that_imports_dynamo_is_accepted_and_the_late_import_is_named(verifier):
+    """Workers skip torch._dynamo (seconds cold); a candidate that imports it pays for it and is not
+    mistaken for one that patched torch.manual_seed (dynamo's import rewraps it)."""
+    report = verifier.verify(OP, CASES / "imports_dynamo.py")
+    assert report.category == "ok", (report.message, report.feedback)
+    assert "torch._dynamo" in report.metrics["cost_notes"]["late_imports"]
+    plain = verifier.verify(OP, CASES / "good.py")
+    assert plain.metrics["cost_notes"]["late_imports"] == []  # the harness itself pulls nothing heavy in
