@@ -62,6 +62,7 @@ def one_case(name: str, op: Path, cold: int, pooled: int) -> dict:
             last = v.verify(op, KERNEL)
             rows[kind].append(round(time.perf_counter() - t, 3))
             print(name, kind, rows[kind][-1], last.category, last.metrics.get("cost_seconds"),
+                  last.metrics.get("cost_notes"),
                   [(s.name, s.seconds) for s in last.stages], flush=True)
             assert last.accepted, last.message
         once("first")
@@ -75,6 +76,7 @@ def one_case(name: str, op: Path, cold: int, pooled: int) -> dict:
         v.pool.close()
     return {"seconds": rows, "median_seconds": {k: sorted(r)[len(r) // 2] for k, r in rows.items() if r},
             "stages": [(s.name, s.seconds) for s in last.stages], "breakdown": last.metrics.get("cost_seconds"),
+            "notes": last.metrics.get("cost_notes"),
             "candidate_ms": last.metrics.get("candidate_ms"), "eager_ms": last.metrics.get("eager_ms")}
 
 
