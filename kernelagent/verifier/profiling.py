@@ -30,6 +30,8 @@ NCU_METRICS = {
 }
 NVTX_RANGE = "ka_profile"
 _ERRORS = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
+# racecheck ends with its own line: "RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)"
+_RACES = re.compile(r"RACECHECK SUMMARY:\s*(\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 
 
 def ncu_prefix(log: Path) -> list[str] | None:
@@ -88,8 +90,14 @@ def summarize_profile(kernels: list[dict[str, Any]]) -> list[str]:
 
 
 def parse_sanitizer(text: str) -> dict[str, Any]:
-    m = _ERRORS.search(text)
-    errors = int(m.group(1)) if m else None
+    """Error count from the tool's summary line (None when there is none: the run did not finish),
+    racecheck's hazard warnings, and the first findings."""
+    m, r = _ERRORS.search(text), _RACES.search(text)
+    errors = int(m.group(1)) if m else int(r.group(2)) if r else None
     marks = ("=========  Invalid", "========= Invalid", "========= Race", "========= Error")
     findings = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(marks)]
-    return {"errors": errors, "findings": findings[:10]}
+    summary = next((ln.strip("= ").strip() for ln in reversed(text.splitlines()) if "SUMMARY:" in ln), "")
+    out = {"errors": errors, "findings": findings[:10], "summary": summary}
+    if r:
+        out["hazard_warnings"] = int(r.group(3))
+    return out

@@ -102,7 +102,10 @@ def test_sanitize_passes_a_clean_kernel_and_rejects_an_out_of_bounds_read():
     with Verifier(opts, pool=WorkerPool(size=1)) as v:
         clean = v.verify(CASES / "op.py", CASES / "good.py")
         oob = v.verify(CASES / "op.py", CASES / "oob_read.py")
-    assert clean.accepted and clean.stage("sanitize").status == "passed", clean.stage("sanitize").details
+    both = {name: (r.category, r.message, st.message, st.details) if (st := r.stage("sanitize")) else
+            (r.category, r.message) for name, r in (("clean", clean), ("oob", oob))}
+    print(both)  # the whole of both stages in the log, whichever assertion fails
+    assert clean.accepted and clean.stage("sanitize").status == "passed", both
     assert all(r["errors"] == 0 and r["launches"] for r in clean.stage("sanitize").details.values())
     assert not oob.accepted and oob.category == "runtime_error", (oob.category, oob.message,
                                                                    oob.stage("sanitize").details)

@@ -124,6 +124,13 @@ def test_sanitizer_summary_is_parsed():
     parsed = parse_sanitizer(text)
     assert parsed["errors"] == 3 and parsed["findings"]
     assert parse_sanitizer("========= ERROR SUMMARY: 0 errors")["errors"] == 0
+    # racecheck has its own summary line (the H200 run showed memcheck's regex missing it)
+    clean = parse_sanitizer("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    assert clean["errors"] == 0 and clean["hazard_warnings"] == 0 and clean["summary"].startswith("RACECHECK")
+    racy = parse_sanitizer("========= Race reported between Write access at 0x30 in k\n"
+                           "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n")
+    assert racy["errors"] == 1 and racy["hazard_warnings"] == 1 and racy["findings"]
+    assert parse_sanitizer("========= COMPUTE-SANITIZER\n")["errors"] is None  # unfinished: no count
 
 
 def test_sanitizer_runs_without_the_caching_allocator_and_rejects_on_findings(monkeypatch, tmp_path):
