@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_session.sh agent [STEP...]                        (carry .whl from scripts/gpu_wheels.sh:
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
-# STEPs: doctor probe tests examples cost timing imports peers agent (default: doctor tests examples cost timing peers).
+# STEPs: doctor probe tests examples cost timing imports sanprobe peers agent (default: doctor tests examples cost timing peers).
 # EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
@@ -50,6 +50,7 @@ for s in "${steps[@]}"; do
     examples) step examples ${EXAMPLES_LIMIT:-150} python3 benchmarks/examples_gpu.py ${EXAMPLES_ONLY:-} ;;
     cost) step cost ${COST_LIMIT:-200} python3 benchmarks/verifier_cost.py ${COST_CASES:-} ;;
     timing) step timing 40 python3 benchmarks/timing_method.py ;;
+    sanprobe) step sanprobe 120 python3 benchmarks/sanitizer_probe.py ;;
     imports) step imports ${IMPORTS_LIMIT:-200} python3 benchmarks/import_profile.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
     *) echo "unknown step $s" ;;

@@ -249,10 +249,11 @@ class CandidateRunner:
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src)
                 out = self.model(*bufs)
-                self.sync()
+            leaves, structure = tensorio.flatten(out)
+            # the outputs as they end up: work left on another stream must not pass for a cached answer
+            self.facts["cache_probe"]["late_writes"] = self.sync_outputs(leaves, None)
         except Exception as e:  # noqa: BLE001
             raise _failure(e, self.req["candidate"], "forward raised on reused input buffers") from e
-        leaves, structure = tensorio.flatten(out)
         return {"leaves": leaves, "structure": structure, "grads": None}
 
     def save(self, name: str, res: dict[str, Any]) -> None:

@@ -221,6 +221,13 @@ class Judge:
         probe = self.cand("probe")
         if not probe_info or probe is None:
             return
+        late_in_trials = any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values())
+        if probe_info.get("late_writes") and not late_in_trials:
+            self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
+                       "stream had finished (on reused input buffers): work ran on another stream and was never "
+                       "joined", "integrity", "launch on torch.cuda.current_stream(), or make it wait for your stream")
+        if probe_info.get("late_writes") or late_in_trials:
+            return  # unjoined work explains a stale answer here: stream_violation says so, not caching
         partner = self.trials[probe_info["partner"]]
         res = compare_outputs(partner, probe["outputs"], self.ref(partner["id"]), self.tolerance)
         if not res.ok and all(r.ok for r in self.j.trials):

@@ -9,9 +9,11 @@ kernels are left out, and every kernel of the candidate's forward is measured (n
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,28 @@ def ncu_prefix(log: Path) -> list[str] | None:
             f"{NVTX_RANGE}/", "--metrics", ",".join(NCU_METRICS), "--csv", "--page", "raw", "--log-file", str(log)]
 
 
+# Room the sanitizer leaves after every allocation: allocations otherwise sit back to back, and a read
+# just past one tensor lands inside the next, which memcheck sees as valid (the H200 showed an unmasked
+# read 32 bytes past the input pass clean without it).
+SANITIZER_PADDING = 1 << 20
+
+
 def sanitizer_prefix(tool: str, log: Path) -> list[str] | None:
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return None
-    return [exe, "--tool", tool, "--target-processes", "all", "--log-file", str(log), "--print-limit", "20"]
+    padding = ["--padding", str(SANITIZER_PADDING)] if tool == "memcheck" and _sanitizer_has(exe, "--padding") else []
+    return [exe, "--tool", tool, *padding, "--target-processes", "all", "--log-file", str(log), "--print-limit", "20"]
+
+
+@functools.lru_cache(maxsize=8)
+def _sanitizer_has(exe: str, option: str) -> bool:
+    """Whether this compute-sanitizer lists `option` in its help (options come and go between versions)."""
+    try:
+        out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in out.stdout + out.stderr
 
 
 def parse_ncu_csv(text: str) -> list[dict[str, Any]]:

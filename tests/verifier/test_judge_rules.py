@@ -70,6 +70,17 @@ def test_outputs_changing_after_the_stream_finished_is_a_stream_violation(world)
     assert judge(trials={"0": {"launches": 1, "late_writes": True}, "1": {"launches": 1}}) == "stream_violation"
 
 
+def test_stale_answer_on_reused_buffers_is_caching_unless_work_was_left_running(world, tmp_path):
+    """The reuse probe's stale answer means caching, unless outputs were still being written after the
+    current stream finished (a side stream, run 2 of the H200 session): then the probe read them early."""
+    judge, answers = world
+    tensorio.save(tmp_path / "out" / "probe.pt", {"outputs": [answers[0]]})  # partner 1's inputs, 0's answer
+    assert judge(cache_probe={"first": 0, "partner": 1}) == "caching_detected"
+    assert judge(cache_probe={"first": 0, "partner": 1, "late_writes": True}) == "stream_violation"
+    late_trial = {"0": {"launches": 1, "late_writes": True}, "1": {"launches": 1}}
+    assert judge(cache_probe={"first": 0, "partner": 1}, trials=late_trial) == "stream_violation"
+
+
 def test_no_launch_after_timing_is_caching(world, tmp_path):
     judge, answers = world
     tensorio.save(tmp_path / "out" / "after_0.pt", {"outputs": [answers[1]]})

@@ -72,3 +72,25 @@ def test_group_rss_counts_children():
     finally:
         kill_group(proc)
         proc.wait()
+
+
+@pytest.mark.parametrize("helps_padding", [True, False])
+def test_memcheck_gets_padding_between_allocations_when_the_tool_offers_it(tmp_path, monkeypatch, helps_padding):
+    """Back-to-back allocations hide a read just past a tensor from memcheck (seen on the H200): the
+    prefix asks for padding when this compute-sanitizer lists the option, and never passes an unknown one."""
+    from kernelagent.verifier import profiling
+
+    tool = tmp_path / "compute-sanitizer"
+    padding_line = "echo '  --padding arg  bytes after'\n" if helps_padding else ""
+    tool.write_text("#!/bin/sh\necho '  --print-limit arg'\n" + padding_line)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    profiling._sanitizer_has.cache_clear()
+    memcheck = profiling.sanitizer_prefix("memcheck", tmp_path / "log")
+    racecheck = profiling.sanitizer_prefix("racecheck", tmp_path / "log")
+    profiling._sanitizer_has.cache_clear()
+    assert memcheck[0] == str(tool) and memcheck[1:3] == ["--tool", "memcheck"]
+    assert ("--padding" in memcheck) is helps_padding
+    if helps_padding:
+        assert int(memcheck[memcheck.index("--padding") + 1]) >= 4096
+    assert "--padding" not in racecheck  # shared-memory hazards: allocation gaps change nothing there
