@@ -76,12 +76,32 @@ def save(path: str | Path, payload: dict[str, Any]) -> None:
 
 
 def _write_raw(raw: Path, t: torch.Tensor, k: int) -> dict[str, Any]:
-    flat = t.resolve_conj().resolve_neg().contiguous().reshape(-1)
+    src = t.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
     raw.unlink(missing_ok=True)
-    dst = _from_file(str(raw), shared=True, size=flat.numel(), dtype=flat.dtype)
-    dst.copy_(flat)
+    dst = _from_file(str(raw), shared=True, size=src.numel(), dtype=torch.uint8)
+    if src.is_cuda:
+        _copy_through_pinned(src, dst)
+    else:
+        dst.copy_(src)
     del dst
     return {_MARK: k, "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+
+
+STAGE_BYTES = 64 * 2**20
+_stage: list[torch.Tensor] = []
+
+
+def _copy_through_pinned(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Device bytes into the mapped file by way of one reused pinned buffer: a copy from the device
+    straight into pageable (mapped) memory ran at about 1 GB/s on the H200, through pinned memory 128 MiB
+    took 41-45 ms instead of 104-132 (benchmarks/tensorio_probe.py)."""
+    if not _stage:
+        _stage.append(torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True))
+    stage = _stage[0]
+    for start in range(0, src.numel(), stage.numel()):
+        n = min(stage.numel(), src.numel() - start)
+        stage[:n].copy_(src[start:start + n])  # synchronous: the stage is reused right after
+        dst[start:start + n].copy_(stage[:n])
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -66,3 +66,23 @@ def test_forged_marker_is_refused(tmp_path):
     torch.save({"t": {"__ka_raw__": 0, "dtype": "float32", "shape": [-1, 2]}}, tmp_path / "x.pt")
     with pytest.raises(ValueError, match="malformed"):
         tensorio.load(tmp_path / "x.pt")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the H200)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.bool, torch.complex64, torch.int64])
+def test_device_tensors_cross_through_the_pinned_stage_bit_exact(tmp_path, monkeypatch, dtype):
+    """From the GPU the bytes go through a reused pinned buffer, chunk by chunk: a stage smaller than the
+    tensor and a size that is no multiple of it exercise every chunk boundary, a transposed view the
+    contiguous copy."""
+    monkeypatch.setattr(tensorio, "STAGE_BYTES", 3 * 2**20 + 5)
+    monkeypatch.setattr(tensorio, "_stage", [])
+    g = torch.Generator(device="cuda").manual_seed(1)
+    base = torch.randn(1031, 2053, device="cuda", generator=g)
+    big = (base > 0) if dtype == torch.bool else base.to(dtype)
+    view = big.t()  # not contiguous
+    got = _roundtrip(tmp_path, {"outputs": [big, view]})["outputs"]
+    for want, have in zip([big, view], got, strict=True):
+        assert have.device.type == "cpu" and have.dtype == dtype and have.shape == want.shape
+        assert torch.equal(have.view(torch.uint8), want.cpu().contiguous().view(torch.uint8))
+    assert tensorio._stage and tensorio._stage[0].is_pinned()
