@@ -79,7 +79,8 @@ class Verifier:
         self.pool = pool or WorkerPool(size=0)
         self._packs: dict[str, Pack] = {}
         sweep_stale()
-        self.scratch = scratch_base() / f"kernelagent-{os.getpid()}"
+        # one folder per verifier, not per process: closing one verifier must not take another's packs
+        self.scratch = scratch_base() / f"kernelagent-{os.getpid()}-{secrets.token_hex(4)}"
 
     def close(self) -> None:
         self.pool.close()

@@ -50,3 +50,20 @@ def test_a_scratch_folder_planted_by_someone_else_is_not_used(tmp_path, monkeypa
     assert sb.scratch_base() != planted
     os.chmod(planted, 0o700)
     assert sb.scratch_base() == planted
+
+
+def test_closing_one_verifier_leaves_another_in_the_same_process_intact(tmp_path, monkeypatch):
+    """Two verifiers in one process (a test module's shared one and a short-lived one, an IDE server's
+    per-request ones) each own their scratch folder: closing one must not delete the other's packs."""
+    from kernelagent.verifier.api import Verifier
+    from kernelagent.verifier.options import VerifyOptions
+
+    monkeypatch.setenv("KERNELAGENT_SCRATCH", str(tmp_path))
+    keep = Verifier(VerifyOptions(device="cpu", seeds=1))
+    (keep.scratch / "packs").mkdir(parents=True)
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as other:
+        (other.scratch / "packs").mkdir(parents=True)
+        assert other.scratch != keep.scratch
+    assert (keep.scratch / "packs").is_dir() and not other.scratch.exists()
+    keep.close()
+    assert not keep.scratch.exists()
