@@ -301,7 +301,7 @@ def changed_since(snap: dict[tuple[str, str], tuple[int, int]]) -> list[str]:
         if ns is None:
             continue
         current = vars(ns).get(attr, _MISSING)
-        if current is _MISSING or _identity(current) != ident and not _dynamo_rewrap(ns_name, attr, current, ident):
+        if current is _MISSING or (_identity(current) != ident and not _dynamo_rewrap(ns_name, attr, current, ident)):
             changed.append(f"{ns_name}.{attr}")
     return changed
 
