@@ -12,12 +12,12 @@ Run: `python benchmarks/verifier_cost.py [imports] [16x16384] [4096x8192]` on th
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from benchmarks.common import write_result
+from benchmarks.import_profile import STEPS, timed
 from benchmarks.naive_harness import main as naive_harness
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
@@ -27,17 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "examples/softmax/kernel.py"
 CASES = {"softmax_4096x8192": ROOT / "examples/softmax/op.py",
          "softmax_16x16384": ROOT / "benchmarks/problems/softmax_16x16384.py"}
-IMPORTS = {"python": "pass", "torch": "import torch", "torch+triton": "import torch, triton",
-           "+dynamo": "import torch, triton, torch._dynamo",
-           "+cuda context": "import torch, triton, torch._dynamo; torch.zeros(1, device='cuda')"}
-
-
 def import_costs() -> dict[str, float]:
+    """One pass over benchmarks/import_profile.py's steps (that script repeats them and says more)."""
     out = {}
-    for name, code in IMPORTS.items():
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True)
-        out[name] = round(time.perf_counter() - t, 3)
+    for name, code in STEPS.items():
+        out[name] = timed(code)
         print("import", name, out[name], flush=True)
     return out
 

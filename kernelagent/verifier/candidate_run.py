@@ -67,7 +67,7 @@ class CandidateRunner:
         self.out = Path(req["out_dir"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.meta = json.loads((self.pack / "meta.json").read_text())
-        self.facts: dict[str, Any] = {"stages": {}, "notes": []}
+        self.facts: dict[str, Any] = {"stages": {}, "notes": [], "io": {"save_seconds": 0.0, "saved": 0}}
         self.launches = LaunchCounter()
         self.backward = bool(self.meta.get("backward"))
         self._exit = contextlib.ExitStack()
@@ -76,7 +76,7 @@ class CandidateRunner:
     def load_pack(self) -> None:
         t = _perf()
         self._load_pack()
-        self.facts.setdefault("io", {"save_seconds": 0.0, "saved": 0})["load_seconds"] = round(_perf() - t, 4)
+        self.facts["io"]["load_seconds"] = round(_perf() - t, 4)
 
     def _load_pack(self) -> None:
         init = tensorio.load(self.pack / "init.pt", self.device)
@@ -259,7 +259,7 @@ class CandidateRunner:
     def save(self, name: str, res: dict[str, Any]) -> None:
         t = _perf()
         tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
-        io = self.facts.setdefault("io", {"save_seconds": 0.0, "saved": 0})
+        io = self.facts["io"]
         io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
         io["saved"] += 1
 

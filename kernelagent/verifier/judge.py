@@ -120,9 +120,7 @@ class Judge:
             self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",
                        "forward must launch your Triton / CuTe DSL kernel on every call")
         if t.get("late_writes"):
-            self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
-                       "stream had finished: work ran on another stream and was never joined", "integrity",
-                       "launch on torch.cuda.current_stream(), or make it wait for your stream before returning")
+            self._late_writes("")
         wrong_dev = [d for d in t.get("devices", []) if d and d != self.meta.get("device", d)]
         if wrong_dev:
             self.j.add("mismatch", f"outputs on device {wrong_dev[0]}, expected {self.meta.get('device')}",
@@ -221,12 +219,9 @@ class Judge:
         probe = self.cand("probe")
         if not probe_info or probe is None:
             return
-        late_in_trials = any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values())
-        if probe_info.get("late_writes") and not late_in_trials:
-            self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
-                       "stream had finished (on reused input buffers): work ran on another stream and was never "
-                       "joined", "integrity", "launch on torch.cuda.current_stream(), or make it wait for your stream")
-        if probe_info.get("late_writes") or late_in_trials:
+        if probe_info.get("late_writes") and not self._late_in_trials():
+            self._late_writes(" (on reused input buffers)")
+        if probe_info.get("late_writes") or self._late_in_trials():
             return  # unjoined work explains a stale answer here: stream_violation says so, not caching
         partner = self.trials[probe_info["partner"]]
         res = compare_outputs(partner, probe["outputs"], self.ref(partner["id"]), self.tolerance)
@@ -237,7 +232,7 @@ class Judge:
 
     def timed_outputs(self) -> None:
         timing = self.facts.get("timing") or {}
-        if any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values()):
+        if self._late_in_trials():
             return  # outputs written after the caller's stream finished: later wrong answers add nothing
         passed = {r.trial["id"] for r in self.j.trials if r.ok}
         for tid in timing.get("checked_trials", []):
@@ -274,6 +269,14 @@ class Judge:
         if ratio and med and ratio > HOST_RATIO_LIMIT and host_ms and host_ms - med > HOST_GAP_MS:
             self.j.add("stream_violation", f"device work took {ratio:.1f}x the time the timing events saw: "
                        "work ran on another stream", "timing", "launch on torch.cuda.current_stream()")
+
+    def _late_in_trials(self) -> bool:
+        return any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values())
+
+    def _late_writes(self, where: str) -> None:
+        self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
+                   f"stream had finished{where}: work ran on another stream and was never joined", "integrity",
+                   "launch on torch.cuda.current_stream(), or make it wait for your stream before returning")
 
     def _timed_output_wrong(self, trial: dict[str, Any], got: dict[str, Any], res: TrialResult) -> None:
         """Right at the correctness trial, wrong while timed: another input's answer, or a race."""

@@ -20,7 +20,7 @@ from kernelagent.problem import LoadedProblem, load_problem
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.integrity import OpRecorder
 from kernelagent.verifier.roofline import count_work
-from kernelagent.verifier.tensorio import grads_dict, grads_to_cpu
+from kernelagent.verifier.tensorio import grads_dict
 
 
 def _numel(values: list[Any]) -> int:
@@ -149,7 +149,7 @@ class ReferenceRunner:
                 ins = tensorio.move(_upcast(inputs), device)
                 g64 = tensorio.move(_upcast(gos), device) if gos is not None else None
                 leaves, grads, _ = self.forward(m64, ins, g64)
-                return tensorio.to_cpu(leaves), grads_to_cpu(grads), device
+                return leaves, grads, device  # tensorio.save copies them off the device
             except (RuntimeError, NotImplementedError, TypeError) as e:
                 last = e
         self.notes.append(f"float64 reference unavailable ({type(last).__name__}: {str(last)[:160]}); "

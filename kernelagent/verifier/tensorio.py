@@ -8,6 +8,7 @@ dtype and shape, and loading maps the side file (checking its size) instead of r
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +125,7 @@ def _read_raw(path: Path, mark: dict[str, Any], device: str) -> torch.Tensor:
             or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise ValueError(f"{path}: malformed raw tensor marker {mark!r}")
     raw = path.with_name(f"{path.name}.{k}.raw")
-    n = 1
-    for d in shape:
-        n *= d
+    n = math.prod(shape)
     size = raw.stat().st_size
     if size != n * dtype.itemsize:
         raise ValueError(f"{raw}: {size} bytes, expected {n * dtype.itemsize}")
@@ -151,13 +150,6 @@ def grads_dict(grads: Any, req_grad: list[torch.Tensor], named: list[tuple[str, 
     grads = list(grads)
     n = len(req_grad)
     return {"inputs": grads[:n], "params": {name: g for (name, _), g in zip(named, grads[n:], strict=True)}}
-
-
-def grads_to_cpu(grads: dict[str, Any] | None) -> dict[str, Any] | None:
-    if grads is None:
-        return None
-    return {"inputs": to_cpu(grads["inputs"]),
-            "params": dict(zip(grads["params"], to_cpu(list(grads["params"].values())), strict=True))}
 
 
 def clone_leaves(values: list[Any]) -> list[Any]:

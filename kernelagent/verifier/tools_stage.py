@@ -80,7 +80,7 @@ def _incomplete(res: Any, parsed: dict[str, Any], log_text: str) -> str:
     if not parsed.get("launches"):
         return "the candidate's forward launched no kernel under the tool"
     if parsed.get("errors") is None:
-        return f"no ERROR SUMMARY in its log: {log_text[-300:] or '(empty)'}"
+        return f"no summary line in its log: {log_text[-300:] or '(empty)'}"
     return ""
 
 

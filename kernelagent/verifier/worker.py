@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -55,12 +56,10 @@ def _warm_imports(mode: str) -> dict[str, str]:
     return versions
 
 
-def _start_triton_driver() -> object:
+def _start_triton_driver() -> threading.Thread:
     """Triton builds its driver helper with the C compiler on first use (a second or more on a cold
     worker, in this worker's own cache): start that now, in a thread, while the CUDA context is made.
     The thread ends before any candidate code exists here; its name says how it went."""
-    import threading
-
     def build() -> None:
         t = time.perf_counter()
         try:
