@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-METHOD = ("median of CUDA-event timings (kernelagent.verifier.timing.measure: warm-up, L2 flushed by a 256 MiB "
+METHOD = ("median of CUDA-event timings (kernelagent.verifier.measure.timing.measure: warm-up, L2 flushed by a 256 MiB "
           "write before every sample, inputs rotated among 3 sets, CUDA-graph replay under 10 us)")
 
 

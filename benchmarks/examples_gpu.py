@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks.common import METHOD, write_result
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.pool import WorkerPool
+from kernelagent.verifier.sandbox.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("candidate_ms", "candidate_iqr_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_eager_ci",

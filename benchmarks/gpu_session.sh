@@ -5,7 +5,7 @@
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
 # STEPs: doctor probe tests examples cost timing imports sanprobe peers agent (default: doctor tests examples cost timing peers).
-# EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/gpu_probe.py).
+# EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/probes/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 OUT=${OUT:-/tmp/ka-out}
@@ -40,17 +40,17 @@ for s in "${steps[@]}"; do
   case $s in
     doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
             cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
-    probe) step probe 200 python3 benchmarks/gpu_probe.py ${PROBE:-} ;;
+    probe) step probe 200 python3 benchmarks/probes/gpu_probe.py ${PROBE:-} ;;
     tests) step tests ${TESTS_LIMIT:-420} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/verifier tests/prompts tests/gpu} \
              --junitxml="$OUT/gpu-tests.xml" ;;
     tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
              --junitxml="$OUT/gpu-tests2.xml" ;;
-    diag) step diag 40 python3 benchmarks/side_stream_diag.py ;;
+    diag) step diag 40 python3 benchmarks/probes/side_stream_diag.py ;;
     agent) step agent ${AGENT_LIMIT:-300} "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
     examples) step examples ${EXAMPLES_LIMIT:-150} python3 benchmarks/examples_gpu.py ${EXAMPLES_ONLY:-} ;;
     cost) step cost ${COST_LIMIT:-200} python3 benchmarks/verifier_cost.py ${COST_CASES:-} ;;
     timing) step timing 40 python3 benchmarks/timing_method.py ;;
-    sanprobe) step sanprobe 120 python3 benchmarks/sanitizer_probe.py ;;
+    sanprobe) step sanprobe 120 python3 benchmarks/probes/sanitizer_probe.py ;;
     imports) step imports ${IMPORTS_LIMIT:-200} python3 benchmarks/import_profile.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
     *) echo "unknown step $s" ;;

@@ -36,7 +36,7 @@ def timed(code: str, env: dict[str, str] | None = None) -> float:
 
 
 def worker_ready_seconds() -> float:
-    from kernelagent.verifier.pool import Worker
+    from kernelagent.verifier.sandbox.pool import Worker
 
     t = time.perf_counter()
     w = Worker("cuda")

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from benchmarks.common import METHOD, write_result
-from kernelagent.verifier.ceilings import load_ceilings
-from kernelagent.verifier.timing import measure
+from kernelagent.verifier.measure.ceilings import load_ceilings
+from kernelagent.verifier.measure.timing import measure
 
 DT = torch.bfloat16
 

@@ -53,6 +53,6 @@ def main(op: Path, kernel: Path, repeats: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:] or [str(ROOT / "benchmarks/problems/softmax_16x16384.py"),
+    args = sys.argv[1:] or [str(ROOT / "problems/bench/softmax_16x16384.py"),
                             str(ROOT / "examples/softmax/kernel.py")]
     main(Path(args[0]), Path(args[1]))

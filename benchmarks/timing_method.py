@@ -11,7 +11,7 @@ import torch
 import triton.testing
 
 from benchmarks.common import METHOD, write_result
-from kernelagent.verifier.timing import measure
+from kernelagent.verifier.measure.timing import measure
 
 
 def kernels() -> dict:

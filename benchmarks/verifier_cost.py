@@ -21,12 +21,12 @@ from benchmarks.import_profile import STEPS, timed
 from benchmarks.naive_harness import main as naive_harness
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.pool import WorkerPool
+from kernelagent.verifier.sandbox.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "examples/softmax/kernel.py"
 CASES = {"softmax_4096x8192": ROOT / "examples/softmax/op.py",
-         "softmax_16x16384": ROOT / "benchmarks/problems/softmax_16x16384.py"}
+         "softmax_16x16384": ROOT / "problems/bench/softmax_16x16384.py"}
 def import_costs() -> dict[str, float]:
     """One pass over benchmarks/import_profile.py's steps (that script repeats them and says more)."""
     out = {}

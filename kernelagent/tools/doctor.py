@@ -36,7 +36,7 @@ def collect(measure: bool = False) -> dict[str, Any]:
     """Facts about this machine; with `measure`, also measure and cache the GPU's ceilings."""
     import torch
 
-    from kernelagent.verifier.ceilings import cache_path, load_ceilings, measure_ceilings, save_ceilings
+    from kernelagent.verifier.measure.ceilings import cache_path, load_ceilings, measure_ceilings, save_ceilings
 
     cuda = torch.cuda.is_available()
     gpu = torch.cuda.get_device_name() if cuda else None

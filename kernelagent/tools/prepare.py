@@ -11,8 +11,8 @@ from typing import Any
 from kernelagent.problem import inspect_problem
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.audit import advice, audit_pack
-from kernelagent.verifier.ceilings import load_ceilings
-from kernelagent.verifier.roofline import floor_ms
+from kernelagent.verifier.measure.ceilings import load_ceilings
+from kernelagent.verifier.measure.roofline import floor_ms
 
 
 def _ms(x: float | None) -> str:

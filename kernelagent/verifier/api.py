@@ -26,12 +26,12 @@ from kernelagent.problem import (
     static_signature_mismatch,
 )
 from kernelagent.verifier import report as R
-from kernelagent.verifier.feedback import build_feedback
+from kernelagent.verifier.judge.feedback import build_feedback
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.policy import check_policy
-from kernelagent.verifier.pool import Worker, WorkerPool, WorkerResult
+from kernelagent.verifier.policy.check import check_policy
 from kernelagent.verifier.report import Report, Stage
-from kernelagent.verifier.sandbox import redact, scratch_base, secret_values, sweep_stale
+from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
+from kernelagent.verifier.sandbox.spawn import redact, scratch_base, secret_values, sweep_stale
 
 Progress = Callable[[str], None]
 
@@ -171,7 +171,7 @@ class Verifier:
 
     def _run_candidate(self, base: Report, stages: list[Stage], pspec: ProblemSpec, cspec: CandidateSpec,
                        pack: Pack, worker: Worker, aot_worker: Worker | None, t0: float) -> Report:
-        from kernelagent.verifier.verdict import decide
+        from kernelagent.verifier.judge.verdict import decide
 
         cand_path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         cand_path.write_text(cspec.source)
@@ -191,7 +191,7 @@ class Verifier:
         report.metrics["cost_notes"] = _cost_notes(res)
         worker.discard(self.options.keep_workdir)
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
-            from kernelagent.verifier.tools_stage import run_gpu_tools
+            from kernelagent.verifier.measure.tools_stage import run_gpu_tools
             run_gpu_tools(self, report, pspec, cspec, pack)
         return _finish(report, t0)
 
@@ -214,7 +214,7 @@ class Verifier:
     def single_run(self, cspec: CandidateSpec, pspec: ProblemSpec, pack: Pack, prefix: list[str],
                    main_set: bool = True, extra_env: dict[str, str] | None = None) -> WorkerResult:
         """One candidate forward in a worker started under a tool (ncu, compute-sanitizer)."""
-        from kernelagent.verifier.sandbox import make_workdir
+        from kernelagent.verifier.sandbox.spawn import make_workdir
 
         # the tool's injected library reports to its front end over sockets, which a fresh network
         # namespace would cut (the run then hangs); the audit hook still refuses the candidate's sockets

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from kernelagent.problem import ProblemError, inspect_problem
 from kernelagent.verifier import tensorio
-from kernelagent.verifier.compare import compare_outputs, rel_l2
+from kernelagent.verifier.judge.compare import compare_outputs, rel_l2
 from kernelagent.verifier.options import VerifyOptions
 
 MIN_SEED_VARIATION = 1e-3  # relative L2 change of the output between seeds below which it is "constant"

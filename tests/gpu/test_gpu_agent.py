@@ -10,19 +10,19 @@ import json
 
 import pytest
 
-from tests.test_cli import ROOT, ka
+from tests.cli.test_cli import ka
+from tests.paths import SOFTMAX_PROBLEM, softmax_case
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("langgraph") is None,
                                                   reason="langgraph not installed (carry scripts/gpu_wheels.sh)")]
-CASES = ROOT / "tests" / "verifier" / "cases" / "softmax"
 
 
 def test_replayed_session_with_real_timing(tmp_path):
     script = tmp_path / "script.jsonl"
-    reply = lambda name: f"```python\n{(CASES / name).read_text()}```\n"  # noqa: E731
+    reply = lambda name: f"```python\n{(softmax_case(name)).read_text()}```\n"  # noqa: E731
     script.write_text("".join(json.dumps({"text": reply(n), "input_tokens": 900, "output_tokens": 300}) + "\n"
                               for n in ("mismatch_mask.py", "good.py", "good.py")))
-    res = ka("optimize", str(CASES / "op.py"), "--provider", "replay", "--script", str(script), "--turns", "3",
+    res = ka("optimize", str(SOFTMAX_PROBLEM), "--provider", "replay", "--script", str(script), "--turns", "3",
              "--candidates", "1", "--beam", "1", "--out", str(tmp_path / "k.py"), "--json", home=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)

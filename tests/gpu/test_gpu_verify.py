@@ -11,12 +11,12 @@ import pytest
 
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.pool import WorkerPool
+from kernelagent.verifier.sandbox.pool import WorkerPool
+from tests.paths import SOFTMAX_PROBLEM, WRONG, softmax_case
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
-CASES = ROOT / "tests" / "verifier" / "cases" / "softmax"
-CHEATS = ROOT / "tests" / "cheats" / "gpu"
+CHEATS = WRONG / "gpu"
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +38,12 @@ def gpu_dynamic_only():
     ("runtime_error", "runtime_error"), ("wrong_shape", "mismatch"), ("segfault", "runtime_error"),
 ])
 def test_categories_on_gpu(gpu_verifier, name, category):
-    report = gpu_verifier.verify(CASES / "op.py", CASES / f"{name}.py")
+    report = gpu_verifier.verify(SOFTMAX_PROBLEM, softmax_case(name))
     assert report.category == category, report.message
 
 
 def test_accepted_kernel_is_timed(gpu_verifier):
-    report = gpu_verifier.verify(CASES / "op.py", CASES / "good.py")
+    report = gpu_verifier.verify(SOFTMAX_PROBLEM, softmax_case("good"))
     m = report.metrics
     assert report.accepted
     assert m["candidate_ms"] > 0 and m["eager_ms"] > 0
@@ -55,17 +55,17 @@ def test_accepted_kernel_is_timed(gpu_verifier):
 
 
 def test_side_stream_is_caught(gpu_dynamic_only):
-    report = gpu_dynamic_only.verify(CASES / "op.py", CHEATS / "side_stream.py")
+    report = gpu_dynamic_only.verify(SOFTMAX_PROBLEM, CHEATS / "side_stream.py")
     assert report.category == "stream_violation", report.message
 
 
 def test_side_stream_is_a_policy_violation(gpu_verifier):
-    report = gpu_verifier.verify(CASES / "op.py", CHEATS / "side_stream.py")
+    report = gpu_verifier.verify(SOFTMAX_PROBLEM, CHEATS / "side_stream.py")
     assert report.category == "policy_violation"
 
 
 def test_pointer_cache_is_caught(gpu_verifier):
-    report = gpu_verifier.verify(CASES / "op.py", CHEATS / "pointer_cache.py")
+    report = gpu_verifier.verify(SOFTMAX_PROBLEM, CHEATS / "pointer_cache.py")
     assert report.category in ("caching_detected", "mismatch"), report.message
     assert not report.accepted
 
@@ -74,7 +74,7 @@ def test_timing_matches_do_bench():
     import torch
     import triton.testing
 
-    from kernelagent.verifier.timing import measure
+    from kernelagent.verifier.measure.timing import measure
 
     x = torch.randn(8192, 8192, device="cuda")
     fn = lambda: torch.softmax(x, -1)  # noqa: E731
@@ -86,7 +86,7 @@ def test_timing_matches_do_bench():
 def test_profile_covers_every_kernel_launch():
     opts = VerifyOptions(device="cuda", timeout=40, seeds=1, profile=True)
     with Verifier(opts, pool=WorkerPool(size=1)) as v:
-        report = v.verify(CASES / "op.py", CASES / "two_kernels.py")
+        report = v.verify(SOFTMAX_PROBLEM, softmax_case("two_kernels"))
     stage = report.stage("profile")
     assert stage is not None and stage.status == "passed", (stage and stage.message, report.message)
     kernels = stage.details["kernels"]
@@ -100,8 +100,8 @@ def test_profile_covers_every_kernel_launch():
 def test_sanitize_passes_a_clean_kernel_and_rejects_an_out_of_bounds_read():
     opts = VerifyOptions(device="cuda", timeout=40, seeds=1, sanitize=True, timing=False)
     with Verifier(opts, pool=WorkerPool(size=1)) as v:
-        clean = v.verify(CASES / "op.py", CASES / "good.py")
-        oob = v.verify(CASES / "op.py", CASES / "oob_read.py")
+        clean = v.verify(SOFTMAX_PROBLEM, softmax_case("good"))
+        oob = v.verify(SOFTMAX_PROBLEM, softmax_case("oob_read"))
     both = {name: (r.category, r.message, st.message, st.details) if (st := r.stage("sanitize")) else
             (r.category, r.message) for name, r in (("clean", clean), ("oob", oob))}
     print(both)  # the whole of both stages in the log, whichever assertion fails

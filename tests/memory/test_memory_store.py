@@ -8,8 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
+from kernelagent.cli.history_render import AttemptNotFoundError, attempt_detail, export_jsonl, history_table
 from kernelagent.memory import AmbiguousIdError, source_sha256
-from kernelagent.memory.render import AttemptNotFoundError, attempt_detail, export_jsonl, history_table
 from kernelagent.memory.store import problem_hash
 
 SOFTMAX = ("import torch\n\nclass Model(torch.nn.Module):\n"

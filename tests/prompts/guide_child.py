@@ -53,7 +53,7 @@ def run_checks(path: str, tags: tuple[str, ...]) -> str | None:
 def cute(paths: list[str]) -> dict:
     import torch
 
-    from kernelagent.verifier import cute_support as cs
+    from kernelagent.verifier.cute import support as cs
 
     stats: dict = {}
     cs.install_hooks(stats)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernelagent.tools.library import match_problem
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
+from tests.paths import PROBLEMS
 
-HERE = Path(__file__).parent / "problems"
+HERE = PROBLEMS / "library_match"
 
 
 @pytest.fixture(scope="module")

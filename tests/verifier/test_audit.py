@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from kernelagent.cli import app
 from kernelagent.verifier.audit import audit_problem
 from kernelagent.verifier.options import VerifyOptions
+from tests.paths import PROBLEMS as PROBLEM_HOME
 
 _TEMPLATE = '''
 import torch
@@ -126,6 +127,6 @@ def test_integer_and_scalar_outputs_are_not_flagged(name):
     from kernelagent.verifier.audit import audit_problem
     from kernelagent.verifier.options import VerifyOptions
 
-    root = Path(__file__).resolve().parents[1] / "problems"
+    root = PROBLEM_HOME / "ops"
     result = audit_problem(root / f"{name}.py", VerifyOptions(device="cpu", timing=False))
     assert result["degenerate"] is False, result

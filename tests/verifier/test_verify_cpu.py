@@ -9,12 +9,12 @@ import pytest
 
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.pool import WorkerPool
 from kernelagent.verifier.report import CATEGORIES, Report
+from kernelagent.verifier.sandbox.pool import WorkerPool
+from tests.paths import HONEST, PROBLEMS, SOFTMAX_PROBLEM, softmax_case
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = Path(__file__).parent / "cases" / "softmax"
-OP = CASES / "op.py"
+OP = SOFTMAX_PROBLEM
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def verifier():
     ("os_exit", "policy_violation", "_exit"),
 ])
 def test_category(verifier, name, category, needle):
-    report = verifier.verify(OP, CASES / f"{name}.py")
+    report = verifier.verify(OP, softmax_case(name))
     assert report.category == category, report.message
     assert report.verdict == ("accepted" if category == "ok" else "rejected")
     assert needle in report.message or needle in report.feedback, (report.message, report.feedback)
@@ -46,7 +46,7 @@ def test_category(verifier, name, category, needle):
 
 
 def test_accepted_report_is_complete(verifier):
-    report = verifier.verify(OP, CASES / "good.py")
+    report = verifier.verify(OP, softmax_case("good"))
     names = [s.name for s in report.stages]
     for stage in ("load", "policy", "reference", "import", "correctness", "compile", "integrity"):
         assert stage in names, names
@@ -68,14 +68,14 @@ def test_accepted_report_is_complete(verifier):
 
 
 def test_mismatch_feedback_locates_the_error(verifier):
-    report = verifier.verify(OP, CASES / "mismatch_mask.py")
+    report = verifier.verify(OP, softmax_case("mismatch_mask"))
     fb = report.feedback
     assert "max abs error" in fb and "rel L2 error" in fb and "expected [" in fb and "got [" in fb
 
 
 def test_hang_is_killed_at_the_timeout():
     with Verifier(VerifyOptions(device="cpu", timeout=6, seeds=1)) as v:
-        report = v.verify(OP, CASES / "hang.py")
+        report = v.verify(OP, softmax_case("hang"))
     assert report.category == "timeout"
     assert report.metrics["verify_seconds"] < 60
 
@@ -83,7 +83,7 @@ def test_hang_is_killed_at_the_timeout():
 def test_os_exit_is_reported_not_fatal():
     # The static policy would reject `import os`; turn it off to exercise the process boundary itself.
     with Verifier(VerifyOptions(device="cpu", timeout=30, seeds=1, static_policy=False)) as v:
-        report = v.verify(OP, CASES / "os_exit.py")
+        report = v.verify(OP, softmax_case("os_exit"))
     assert report.category == "runtime_error"
     assert "exited with status 3" in report.message
 
@@ -92,7 +92,7 @@ def test_malformed_problem_blames_the_problem(tmp_path):
     bad = tmp_path / "op.py"
     bad.write_text("import torch\n\ndef get_inputs():\n    return []\n")
     with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
-        report = v.verify(bad, CASES / "good.py")
+        report = v.verify(bad, softmax_case("good"))
     assert report.category == "load_error" and report.blame == "problem"
     assert "missing" in report.message and "Model" in report.message
 
@@ -107,7 +107,7 @@ def test_candidate_without_modelnew(tmp_path):
 
 
 def test_signature_mismatch_is_a_load_error(tmp_path):
-    src = (CASES / "good.py").read_text().replace("def forward(self, x):", "def forward(self, x, y):")
+    src = (softmax_case("good")).read_text().replace("def forward(self, x):", "def forward(self, x, y):")
     cand = tmp_path / "kernel.py"
     cand.write_text(src)
     with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
@@ -118,8 +118,7 @@ def test_signature_mismatch_is_a_load_error(tmp_path):
 
 def test_bf16_dot_runs_like_the_gpu(verifier):
     """The interpreter multiplies bf16 storage bits unless the worker widens them (interp_fixes)."""
-    cases = Path(__file__).parent / "cases" / "matmul_bf16"
-    report = verifier.verify(cases / "op.py", cases / "good.py")
+    report = verifier.verify(PROBLEMS / "corpus" / "matmul_bf16.py", HONEST / "matmul_bf16" / "good.py")
     assert report.category == "ok", report.message
     assert report.environment["interpreter_bf16_dot"] == "fp32"
 
@@ -127,16 +126,16 @@ def test_bf16_dot_runs_like_the_gpu(verifier):
 @pytest.mark.parametrize("name", ["max_values_indices", "cumsum_dim_arg"])
 def test_tuple_integer_and_int_argument_problems(verifier, name):
     """Outputs that are tuples with an integer member; a Python int passed to forward."""
-    report = verifier.verify(ROOT / "tests" / "problems" / f"{name}.py",
-                             Path(__file__).parent / "cases" / "shapes" / f"{name}.py")
+    report = verifier.verify(PROBLEMS / "ops" / f"{name}.py",
+                             HONEST / "shapes" / f"{name}.py")
     assert report.category == "ok", (report.message, report.feedback)
 
 
 def test_candidate_that_imports_dynamo_is_accepted_and_the_late_import_is_named(verifier):
     """Workers skip torch._dynamo (seconds cold); a candidate that imports it pays for it and is not
     mistaken for one that patched torch.manual_seed (dynamo's import rewraps it)."""
-    report = verifier.verify(OP, CASES / "imports_dynamo.py")
+    report = verifier.verify(OP, softmax_case("imports_dynamo"))
     assert report.category == "ok", (report.message, report.feedback)
     assert "torch._dynamo" in report.metrics["cost_notes"]["late_imports"]
-    plain = verifier.verify(OP, CASES / "good.py")
+    plain = verifier.verify(OP, softmax_case("good"))
     assert plain.metrics["cost_notes"]["late_imports"] == []  # the harness itself pulls nothing heavy in

@@ -1,0 +1,330 @@
+"""Judging a candidate from the facts its worker reported and the reference pack (parent process).
+
+Each check turns into a stage entry and, when it fails, a category; when several fail the most
+specific category wins (report.CATEGORY_PRIORITY).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.judge.compare import (
+    LeafResult,
+    TrialResult,
+    compare_outputs,
+    looks_like_reduced_precision,
+)
+from kernelagent.verifier.worker.integrity import poison_value
+
+HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
+HOST_GAP_MS = 0.05       # ... and by at least this much per call (launch overhead on tiny kernels)
+
+
+@dataclass
+class Finding:
+    category: str
+    message: str
+    stage: str
+    detail: str = ""
+
+
+@dataclass
+class Judgement:
+    findings: list[Finding] = field(default_factory=list)
+    trials: list[TrialResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, category: str, message: str, stage: str, detail: str = "") -> None:
+        self.findings.append(Finding(category, message, stage, detail))
+
+    def failed(self, stage: str) -> list[Finding]:
+        return [f for f in self.findings if f.stage == stage]
+
+
+class Judge:
+    def __init__(self, ref_dir: Path, meta: dict[str, Any], facts: dict[str, Any], out_dir: Path,
+                 cpu_compile_only: bool = False):
+        self.refs, self.meta, self.facts, self.out = ref_dir, meta, facts, out_dir
+        # compare where the tensors were made: on a GPU machine the float64 comparisons of large outputs
+        # are milliseconds there and seconds on the host
+        self.device = "cuda" if meta.get("device") == "cuda" else "cpu"
+        self.tolerance = meta["problem"].get("tolerance")
+        self.trials = {t["id"]: t for t in meta["trials"]}
+        self.j = Judgement()
+        self.cpu_compile_only = cpu_compile_only
+        self._refs: dict[int, dict[str, Any]] = {}
+
+    def ref(self, trial_id: int) -> dict[str, Any]:
+        # loaded once per trial: each check compares against it, and on the GPU a main trial's reference
+        # (native + float64) is hundreds of MB
+        if trial_id in self._refs:
+            return self._refs[trial_id]
+        ref = self._load(self.refs / f"ref_{trial_id}.pt")
+        if self.trials.get(trial_id, {}).get("timing") or trial_id == self.meta["trials"][0]["id"]:
+            self._refs[trial_id] = ref  # the timing trials and the first: the probes compare against them again
+        return ref
+
+    def cand(self, name: str) -> dict[str, Any] | None:
+        path = self.out / f"{name}.pt"
+        return self._load(path) if path.exists() else None
+
+    def _load(self, path: Path) -> dict[str, Any]:
+        t = time.perf_counter()
+        data = tensorio.load(path, self.device)
+        m = self.j.metrics
+        m["judge_load_seconds"] = round(m.get("judge_load_seconds", 0.0) + time.perf_counter() - t, 4)
+        return data
+
+    # -- integrity facts that need no comparison ---------------------------------------------------
+    def runtime_integrity(self) -> None:
+        f = self.facts
+        if f.get("patched"):
+            names = ", ".join(f["patched"][:6])
+            self.j.add("policy_violation", f"the candidate replaced {names} at run time", "integrity",
+                       "never reassign attributes of torch, triton or the standard library")
+        if f.get("blocked"):
+            self.j.add("policy_violation", f"the sandbox refused: {'; '.join(sorted(set(f['blocked']))[:4])}",
+                       "integrity", "kernels must not touch files, the network, other processes or the interpreter")
+        threads = f.get("threads") or {}
+        extra = sorted(set(threads.get("python_after", [])) - set(threads.get("python_before", [])))
+        if extra:
+            self.j.add("policy_violation", f"the candidate left Python threads running: {', '.join(extra[:4])}",
+                       "integrity", "do all work in the forward call, on the caller's thread")
+        for tid, t in (f.get("trials") or {}).items():
+            self._trial_facts(int(tid), t)
+
+    def _trial_facts(self, tid: int, t: dict[str, Any]) -> None:
+        trial = self.trials.get(tid, {})
+        if t.get("mutated"):
+            self.j.add("input_mutation", f"input value(s) {t['mutated']} were modified by forward "
+                       f"(trial with inputs {trial.get('input_desc', '')})", "integrity",
+                       "write results into new tensors, never into the inputs")
+        bad_types = [x for x in t.get("types", []) if x.startswith(("subclass:", "other:"))]
+        if bad_types:
+            self.j.add("mismatch", f"outputs must be plain torch.Tensors, got {bad_types}", "integrity")
+        if t.get("aliases") and not trial.get("aliases_input"):
+            self.j.add("input_mutation", "an output shares storage with an input", "integrity",
+                       "allocate the outputs with torch.empty* and write them in your kernel")
+        if t.get("compute_ops"):
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(t["compute_ops"].items())[:8])
+            self.j.add("fallback_to_reference", f"forward dispatched PyTorch compute ops: {ops}", "integrity",
+                       "compute everything in your own kernels; only allocation, views and copies are allowed")
+        if t.get("launches", 0) == 0 and not self.cpu_compile_only:
+            self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",
+                       "forward must launch your Triton / CuTe DSL kernel on every call")
+        if t.get("late_writes"):
+            self._late_writes("")
+        wrong_dev = [d for d in t.get("devices", []) if d and d != self.meta.get("device", d)]
+        if wrong_dev:
+            self.j.add("mismatch", f"outputs on device {wrong_dev[0]}, expected {self.meta.get('device')}",
+                       "correctness")
+
+    # -- comparisons -------------------------------------------------------------------------------
+    def correctness(self) -> None:
+        for tid in self.trials:
+            got = self.cand(f"cand_{tid}")
+            if got is None:
+                continue
+            res = compare_outputs(self.trials[tid], got["outputs"], self.ref(tid), self.tolerance, got.get("grads"))
+            self.j.trials.append(res)
+        failing = [r for r in self.j.trials if not r.ok]
+        if failing:
+            self._classify_failure(failing[0])
+
+    def _classify_failure(self, res: TrialResult) -> None:
+        trial = res.trial
+        where = f"trial seed {trial['seed']}, input set {trial['set']} {trial.get('input_desc', '')}"
+        if not res.structure_ok:
+            self.j.add("mismatch", f"{res.structure_msg} ({where})", "correctness")
+            return
+        leaf = res.worst
+        assert leaf is not None
+        if leaf.kind == "nan_inf":
+            category = "stale_memory" if self._unwritten(res, leaf) else "nan_inf"
+            msg = leaf.message if category == "nan_inf" else (
+                f"{leaf.name}: elements never written by the kernel ({leaf.message.split(' where')[0]})")
+            self.j.add(category, f"{msg} ({where})", "correctness", leaf.rows)
+            return
+        stale = self._answer_of_other_trial(trial)
+        if stale is not None:
+            self.j.add("caching_detected", f"{leaf.name} is the answer for other inputs (those of trial seed "
+                       f"{stale['seed']}, set {stale['set']}) ({where})", "correctness",
+                       "compute from the input values on every call; never cache results by pointer, shape or count")
+            return
+        hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"])))
+        detail = "\n".join(x for x in (leaf.rows, hint) if x)
+        self.j.add("mismatch", f"{leaf.name}: {leaf.message} ({where})", "correctness", detail)
+
+    def _answer_of_other_trial(self, trial: dict[str, Any], outputs: list[Any] | None = None) -> dict[str, Any] | None:
+        """A wrong output (by default the trial's correctness output) that matches another same-shaped
+        trial's reference was remembered, not computed."""
+        if outputs is None:
+            got = self.cand(f"cand_{trial['id']}")
+            if got is None:
+                return None
+            outputs = got["outputs"]
+        for other in self.meta["trials"]:
+            if other["id"] != trial["id"] and other.get("input_desc") == trial.get("input_desc") and \
+                    self._is_answer_of(other, outputs):
+                return other
+        return None
+
+    def _is_answer_of(self, trial: dict[str, Any], outputs: list[Any]) -> bool:
+        return compare_outputs(trial, outputs, self.ref(trial["id"]), self.tolerance).ok
+
+    def _unwritten(self, res: TrialResult, leaf: LeafResult) -> bool:
+        """NaN where the reference is finite: were those elements just our poison, never written?"""
+        sentinel = self.cand(f"sentinel_{res.trial['id']}")
+        if sentinel is None and res.trial["id"] == self.meta["trials"][0]["id"]:
+            sentinel = self.cand("sentinel")
+        if sentinel is None or leaf.nan_mask is None:
+            return False
+        try:
+            idx = ["output"] + [f"output {i}" for i in range(64)]
+            pos = idx.index(leaf.name) - (1 if leaf.name != "output" else 0)
+            out = sentinel["outputs"][max(pos, 0)]
+        except (ValueError, IndexError):
+            return False
+        if not isinstance(out, torch.Tensor) or out.shape != leaf.nan_mask.shape:
+            return False
+        marker = poison_value(out.dtype, sentinel=True)
+        at = out.to(torch.float64)[leaf.nan_mask]
+        return bool(at.numel()) and bool((at == float(torch.tensor(marker, dtype=out.dtype))).float().mean() > 0.9)
+
+    def determinism(self) -> None:
+        first = self.meta["trials"][0]
+        a, b = self.cand(f"cand_{first['id']}"), self.cand("repeat")
+        if a is None or b is None:
+            return
+        ref = self.ref(first["id"])
+        ra = compare_outputs(first, a["outputs"], ref, self.tolerance, a.get("grads"))
+        rb = compare_outputs(first, b["outputs"], ref, self.tolerance, b.get("grads"))
+        # the two runs judged against each other: a race shows even when both are wrong
+        rab = compare_outputs(first, b["outputs"], {"native": a["outputs"]}, self.tolerance)
+        if ra.ok != rb.ok or (not ra.ok and not rab.ok):
+            leaf = (rb if ra.ok else rab).worst
+            self.j.add("nondeterministic", f"a second run on the same inputs gave a different result: "
+                       f"{leaf.summary() if leaf else ''}", "integrity",
+                       "look for races: missing barriers, unmasked reads of memory nothing wrote, atomics")
+
+    def caching(self) -> None:
+        probe_info = self.facts.get("cache_probe")
+        probe = self.cand("probe")
+        if not probe_info or probe is None:
+            return
+        if probe_info.get("late_writes") and not self._late_in_trials():
+            self._late_writes(" (on reused input buffers)")
+        if probe_info.get("late_writes") or self._late_in_trials():
+            return  # unjoined work explains a stale answer here: stream_violation says so, not caching
+        partner = self.trials[probe_info["partner"]]
+        res = compare_outputs(partner, probe["outputs"], self.ref(partner["id"]), self.tolerance)
+        if not res.ok and all(r.ok for r in self.j.trials):
+            self.j.add("caching_detected", "new values written into the same input buffers did not change the "
+                       "output as they should", "integrity",
+                       "compute from the input values on every call; never cache results by pointer or shape")
+
+    def timed_outputs(self) -> None:
+        timing = self.facts.get("timing") or {}
+        if self._late_in_trials():
+            return  # outputs written after the caller's stream finished: later wrong answers add nothing
+        passed = {r.trial["id"] for r in self.j.trials if r.ok}
+        for tid in timing.get("checked_trials", []):
+            got = self.cand(f"timed_{tid}")
+            if got is None or tid not in passed:  # a trial already wrong says nothing new here
+                continue
+            res = compare_outputs(self.trials[tid], got["outputs"], self.ref(tid), self.tolerance)
+            if not res.ok:
+                self._timed_output_wrong(self.trials[tid], got, res)
+                return
+        for probe in timing.get("after", []):
+            got = self.cand(f"after_{probe['buffers_of']}")
+            donor = self.trials.get(probe["values_of"])
+            if got is None or donor is None:
+                continue
+            if probe.get("compute_ops"):
+                self.j.add("fallback_to_reference", "after the timed runs, forward dispatched PyTorch compute ops: "
+                           + ", ".join(sorted(probe["compute_ops"])[:6]), "timing")
+                return
+            if probe.get("launches") == 0:  # it launched during the correctness trials: now it replays
+                self.j.add("caching_detected", "after the timed runs, forward launched no kernel: it returned "
+                           "results remembered from earlier calls", "timing",
+                           "compute from the input values on every call; never cache results")
+                return
+            if donor["id"] not in passed:
+                continue
+            res = compare_outputs(donor, got["outputs"], self.ref(donor["id"]), self.tolerance)
+            if not res.ok:
+                self._after_output_wrong(self.trials.get(probe["buffers_of"]), got, res)
+                return
+        ratio = timing.get("candidate", {}).get("host_ratio")
+        med = timing.get("candidate", {}).get("median_ms")
+        host_ms = timing.get("candidate", {}).get("host_ms_per_call")
+        if ratio and med and ratio > HOST_RATIO_LIMIT and host_ms and host_ms - med > HOST_GAP_MS:
+            self.j.add("stream_violation", f"device work took {ratio:.1f}x the time the timing events saw: "
+                       "work ran on another stream", "timing", "launch on torch.cuda.current_stream()")
+
+    def _late_in_trials(self) -> bool:
+        return any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values())
+
+    def _late_writes(self, where: str) -> None:
+        self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
+                   f"stream had finished{where}: work ran on another stream and was never joined", "integrity",
+                   "launch on torch.cuda.current_stream(), or make it wait for your stream before returning")
+
+    def _timed_output_wrong(self, trial: dict[str, Any], got: dict[str, Any], res: TrialResult) -> None:
+        """Right at the correctness trial, wrong while timed: another input's answer, or a race."""
+        summary = res.worst.summary() if res.worst else ""
+        other = self._answer_of_other_trial(trial, got["outputs"])
+        if other is not None:
+            self.j.add("caching_detected", f"while timed, forward returned the answer for other inputs (those "
+                       f"of trial seed {other['seed']}, set {other['set']}): {summary}", "timing",
+                       "compute from the input values on every call; never cache results by pointer or shape")
+            return
+        self.j.add("nondeterministic", "the same inputs gave a right result at the correctness trial and a wrong "
+                   f"one while timed: {summary}", "timing",
+                   "look for races: missing barriers, blocks writing the same elements, unmasked reads of memory "
+                   "nothing wrote; then for state kept between calls")
+
+    def _after_output_wrong(self, old: dict[str, Any] | None, got: dict[str, Any], res: TrialResult) -> None:
+        """New values in a timed buffer, wrong answer: the old values' answer is a cache, else a race."""
+        summary = res.worst.summary() if res.worst else ""
+        if old is not None and self._is_answer_of(old, got["outputs"]):
+            self.j.add("caching_detected", "after the timed runs, new values in the timed input buffers did not "
+                       f"change the output (it is still the old values' answer): {summary}", "timing",
+                       "compute from the input values on every call; never cache results")
+            return
+        self.j.add("nondeterministic", "after the timed runs, a call on new values gave a wrong answer that is not "
+                   f"the old values' answer either: {summary}", "timing",
+                   "look for races: blocks writing the same elements, missing barriers; then for state kept "
+                   "between calls")
+
+    def run(self) -> Judgement:
+        self.runtime_integrity()
+        self.correctness()
+        self.determinism()
+        self.caching()
+        self.timed_outputs()
+        ok_trials = [r for r in self.j.trials if r.ok]
+        worst = [leaf for r in self.j.trials for leaf in r.leaves if leaf.kind in ("ok", "mismatch")]
+        if worst:
+            self.j.metrics["max_abs_err"] = max(leaf.max_abs for leaf in worst)
+            self.j.metrics["rel_l2"] = max(leaf.rel_l2 for leaf in worst)
+        self.j.metrics["trials"] = len(self.j.trials)
+        self.j.metrics["trials_passed"] = len(ok_trials)
+        self._refs.clear()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()  # the next candidate's worker needs the memory more than our cache
+        return self.j
+
+
+def _dtype_of(ref: dict[str, Any]) -> torch.dtype:
+    outs = ref.get("native") or []
+    first = next((x for x in outs if isinstance(x, torch.Tensor)), None)
+    return first.dtype if first is not None else torch.float32

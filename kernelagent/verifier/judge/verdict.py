@@ -1,0 +1,207 @@
+"""From a candidate worker's result to the final Report: stages, category, metrics, feedback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernelagent.verifier import report as R
+from kernelagent.verifier.judge.checks import Judge, Judgement
+from kernelagent.verifier.judge.feedback import build_feedback
+from kernelagent.verifier.measure.ceilings import load_ceilings
+from kernelagent.verifier.measure.roofline import floor_ms, percent_of_limit
+from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.report import Report, Stage
+from kernelagent.verifier.sandbox.pool import WorkerResult
+
+
+def _worker_stages(facts: dict[str, Any]) -> list[Stage]:
+    out = []
+    for name, s in (facts.get("stages") or {}).items():
+        out.append(Stage(name if name != "load" else "import", s["status"], s.get("seconds", 0.0),
+                         s.get("message", ""), s.get("details", {})))
+    return out
+
+
+def _progress_stages(res: WorkerResult) -> list[Stage]:
+    path = Path(res.out_dir) / "progress.json"
+    try:
+        import json
+        return _worker_stages({"stages": json.loads(path.read_text())})
+    except (OSError, ValueError):
+        return []
+
+
+def _dead_worker(base: Report, stages: list[Stage], res: WorkerResult, options: VerifyOptions) -> Report:
+    stages += _progress_stages(res)
+    tail = res.stderr_tail.strip()[-1500:]
+    if res.status == "timeout":
+        msg = f"the candidate ran past the {options.timeout:.0f} s limit (killed with its process group)"
+        category = "timeout"
+    elif res.status == "oom":
+        msg = "the candidate's process went over its host-memory limit and was killed"
+        category = "runtime_error"
+    else:
+        msg = f"the candidate's process died: {res.died_how}"
+        category = "runtime_error"
+    stages.append(Stage("run", "failed", round(res.seconds, 3), msg, {"stderr_tail": tail}))
+    return _done(base, stages, category, msg, detail=f"stderr (last lines):\n{tail}" if tail else "")
+
+
+def _done(base: Report, stages: list[Stage], category: str, message: str, *, detail: str = "",
+          notes: list[str] | None = None, kernels: list[dict[str, Any]] | None = None) -> Report:
+    base.stages = stages
+    base.category = category
+    base.verdict = "accepted" if category == "ok" else "rejected"
+    base.message = message
+    base.feedback = build_feedback(base, detail=detail, notes=notes, kernels=kernels)
+    return base
+
+
+def _compile_stage(facts: dict[str, Any], aot: dict[str, Any] | None, device: str) -> tuple[Stage, list[dict]]:
+    kernels = list((facts.get("compile") or {}).get("kernels") or [])
+    details: dict[str, Any] = {}
+    if aot:
+        kernels += aot.get("kernels") or []
+        details["aot_skipped"] = aot.get("skipped") or []
+        if aot.get("error"):
+            details["error"] = aot["error"].get("detail", "")
+            return Stage("compile", "failed", 0.0, aot["error"]["message"], details), kernels
+    target = "sm_90a (ahead of time, no GPU)" if device == "cpu" else "the GPU"
+    details["kernels"] = kernels
+    status = "passed" if kernels or device == "cuda" else "skipped"
+    return Stage("compile", status, 0.0, f"compiled for {target}" if kernels else "", details), kernels
+
+
+def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, Any] | None, pack: Any,
+           cspec: Any, cand_path: Path, options: VerifyOptions) -> Report:
+    """Assemble the report of a candidate run."""
+    device = pack.meta["device"]
+    base.environment = {**pack.environment, **res.result.get("environment", {}), "device": device}
+    if res.status != "ok":
+        return _dead_worker(base, stages, res, options)
+    if "error" in res.result:
+        err = res.result["error"]
+        base.blame = "verifier"
+        stages.append(Stage("run", "failed", res.seconds, err.get("message", "")[:500]))
+        msg = f"verifier error: {err.get('type')}: {err.get('message', '')[:200]}"
+        return _done(base, stages, "internal_error", msg, detail=err.get("traceback", "")[-1500:])
+    facts = res.result["facts"]
+    stages += _worker_stages(facts)
+    cstage, kernels = _compile_stage(facts, aot, device)
+    stages.append(cstage)
+    notes = list(pack.meta.get("notes", [])) + list(facts.get("notes", []))
+    failure = facts.get("failure")
+    if facts.get("compile_only") and not failure:
+        return _cute_compile_only(base, stages, facts, notes, kernels)
+    if cstage.status == "failed":
+        return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
+                     notes=notes, kernels=kernels)
+    if failure and facts.get("blocked"):  # the refusal, not the error it caused, is what the candidate did
+        refused = "; ".join(sorted(set(facts["blocked"]))[:4])
+        return _done(base, stages, "policy_violation", f"the sandbox refused: {refused}",
+                     detail=f"{failure['message']}\nkernels must not touch files, the network, other processes, "
+                            "threads or the interpreter", notes=notes, kernels=kernels)
+    if failure:
+        cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
+        if not cpu_cute:
+            category = failure["category"] if failure["category"] in R.CATEGORIES else "runtime_error"
+            return _done(base, stages, category, failure["message"],
+                         detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
+                         kernels=kernels)
+        return _cute_compile_only(base, stages, facts, notes, kernels)
+    judge = Judge(pack.refs, pack.meta, facts, Path(res.out_dir))
+    judgement = judge.run()
+    _judged_stages(stages, judgement)
+    base.metrics.update(judgement.metrics)
+    base.metrics["launches"] = (facts.get("launch_stats") or {}).get("kernels", {})
+    _speed_metrics(base, pack, facts)
+    if judgement.findings:
+        first = min(judgement.findings, key=lambda f: R.CATEGORY_PRIORITY.index(f.category))
+        return _done(base, stages, first.category, first.message, detail=first.detail, notes=notes, kernels=kernels)
+    if device == "cpu":
+        notes.append("speed was not measured: no GPU here (correctness ran under the Triton interpreter)")
+    return _done(base, stages, "ok", f"correct on {judgement.metrics.get('trials', 0)} trials", notes=notes,
+                 kernels=kernels)
+
+
+def _cute_compile_only(base: Report, stages: list[Stage], facts: dict[str, Any], notes: list[str],
+                       kernels: list[dict[str, Any]]) -> Report:
+    """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so."""
+    outcome = (facts.get("compile_only") or {}).get("outcome", "ok")
+    compile_stage = next((s for s in stages if s.name == "compile"), None)
+    if compile_stage is not None and kernels:
+        compile_stage.status, compile_stage.message = "passed", "compiled for sm_90a (no GPU)"
+    if outcome != "ok":
+        return _done(base, stages, "no_kernel_launched", facts["compile_only"]["note"], notes=notes, kernels=kernels)
+    stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
+    notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
+    base.metrics["compile_only"] = True
+    return _done(base, stages, "ok", "compiled for sm_90a; correctness NOT run (no GPU)", notes=notes,
+                 kernels=kernels)
+
+
+def _judged_stages(stages: list[Stage], j: Judgement) -> None:
+    for name in ("correctness", "integrity", "timing"):
+        found = j.failed(name)
+        existing = next((s for s in stages if s.name == name), None)
+        status = "failed" if found else (existing.status if existing else "passed")
+        msg = found[0].message if found else (existing.message if existing else "")
+        details = {"trials": [_trial_summary(t) for t in j.trials]} if name == "correctness" else {}
+        if existing:
+            existing.status, existing.message = status, msg
+            existing.details.update(details)
+        elif name != "timing":
+            stages.append(Stage(name, status, 0.0, msg, details))
+
+
+def _trial_summary(t: Any) -> dict[str, Any]:
+    return {"seed": t.trial["seed"], "set": t.trial["set"], "dist": t.trial["dist"], "ok": t.ok,
+            "inputs": t.trial.get("input_desc", ""), "leaves": [leaf.summary() for leaf in t.leaves][:8]}
+
+
+def _speed_metrics(base: Report, pack: Any, facts: dict[str, Any]) -> None:
+    from kernelagent.verifier.measure.timing import bootstrap_speedup
+
+    work = pack.meta.get("work") or {}
+    base.metrics["flops"] = work.get("matmul_flops", 0) + work.get("other_flops", 0)
+    base.metrics["min_bytes"] = work.get("min_bytes")
+    timing = facts.get("timing") or {}
+    cand = timing.get("candidate")
+    if not cand:
+        return
+    base.metrics.update(candidate_ms=cand["median_ms"], candidate_iqr_ms=cand["q3_ms"] - cand["q1_ms"],
+                        timing_method=cand["method"], host_ratio=cand.get("host_ratio"))
+    baseline = pack.meta.get("baseline") or {}
+    for name in ("eager", "compile"):
+        b = baseline.get(name)
+        if not b or not b.get("samples_ms"):
+            continue
+        point, lo, hi = bootstrap_speedup(b["samples_ms"], cand["samples_ms"])
+        base.metrics[f"{name}_ms"] = b["median_ms"]
+        base.metrics[f"speedup_{name}"] = point
+        base.metrics[f"speedup_{name}_ci"] = [lo, hi]
+        base.metrics[f"faster_than_{name}"] = lo > 1.0
+    ceilings = load_ceilings(base.environment.get("gpu"))
+    fl = floor_ms(work, ceilings)
+    base.metrics.update(roofline_bound=fl["bound"], roofline_floor_ms=fl["floor_ms"],
+                        roofline_pct=percent_of_limit(cand["median_ms"], fl), ceilings_source=fl["ceilings_source"])
+
+
+def _trim_traceback(detail: str, cand_path: str) -> str:
+    """Keep the candidate's own frames and the final error lines of a traceback."""
+    if not detail:
+        return ""
+    lines = detail.splitlines()
+    keep, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.strip().startswith("File ") and cand_path in ln:
+            keep.append(ln.replace(cand_path, "kernel.py"))
+            if i + 1 < len(lines):
+                keep.append(lines[i + 1])
+            i += 2
+            continue
+        i += 1
+    tail = [ln for ln in lines[-6:] if ln.strip() and not ln.strip().startswith("File ")]
+    return "\n".join(keep[-8:] + tail)[-2000:]

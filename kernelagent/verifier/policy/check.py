@@ -1,0 +1,79 @@
+"""Static policy stage of the verifier: reads a candidate's source (never runs it) and reports
+what it must not do — PyTorch compute in the forward path, reaching the reference, introspection,
+threads, processes, network, native code, files, environment, patching libraries, swallowing kernel
+failures, side streams, unlisted imports and dynamic lookups that hide any of these.
+
+    result = check_policy(source)
+    if not result.ok:
+        print(result.summary())
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from kernelagent.verifier.policy.findings import Finding, PolicyResult, Reporter
+from kernelagent.verifier.policy.forward import ForwardChecker
+from kernelagent.verifier.policy.graph import CallGraph
+from kernelagent.verifier.policy.module import ModuleChecker
+from kernelagent.verifier.policy.names import Resolver
+from kernelagent.verifier.policy.scopes import build_module
+from kernelagent.verifier.policy.tables import DESCRIPTIONS, HINTS
+from kernelagent.verifier.policy.tensors import TensorFacts
+
+__all__ = ["RULES", "RULE_DESCRIPTIONS", "Finding", "PolicyResult", "check_policy"]
+
+RULES: tuple[str, ...] = tuple(HINTS)
+RULE_DESCRIPTIONS: dict[str, str] = DESCRIPTIONS
+_RECURSION_LIMIT = 10_000
+
+
+def check_policy(source: str, filename: str = "kernel.py") -> PolicyResult:
+    """Check a candidate's source against the policy; `result.ok` when nothing was found."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        return _unparsable(source, err)
+    with _recursion_headroom(_RECURSION_LIMIT):
+        return _check_tree(tree, source)
+
+
+@contextlib.contextmanager
+def _recursion_headroom(limit: int) -> Iterator[None]:
+    """Long chains of assignments are followed recursively; make room for them, then restore."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def _check_tree(tree: ast.Module, source: str) -> PolicyResult:
+    report = Reporter(source)
+    try:
+        info = build_module(tree)
+        resolver = Resolver(info)
+        graph = CallGraph(info, resolver)
+        tensors = TensorFacts(info, resolver, graph)
+        ModuleChecker(info, resolver, report).run()
+        ForwardChecker(info, resolver, graph, tensors, report).run()
+        if resolver.too_deep:
+            report.add("dynamic_attr", tree, "names pass through too many assignments or calls to tell what "
+                                             "they refer to", "suspect")
+    except RecursionError:
+        report.add("syntax", tree, "the code is nested too deeply to be checked; simplify it")
+    return report.result()
+
+
+def _unparsable(source: str, err: Exception) -> PolicyResult:
+    line = getattr(err, "lineno", None) or 1
+    col = max((getattr(err, "offset", None) or 1) - 1, 0)
+    lines = source.splitlines()
+    snippet = lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
+    detail = getattr(err, "msg", None) or type(err).__name__
+    finding = Finding("syntax", "violation", line, col, snippet, f"the file does not parse: {detail}", HINTS["syntax"])
+    return PolicyResult([finding])

@@ -1,0 +1,265 @@
+"""Checks of the forward path: PyTorch compute, and try/except (or suppress) around the kernel path."""
+
+from __future__ import annotations
+
+import ast
+
+from kernelagent.verifier.policy.findings import Reporter, short
+from kernelagent.verifier.policy.graph import ROOT_METHODS, CallGraph
+from kernelagent.verifier.policy.names import Resolver
+from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, walk_local
+from kernelagent.verifier.policy.tables import (
+    BUILTIN_TENSOR_COMPUTE,
+    NN_MODULE_OK_METHODS,
+    OPERATOR_ALWAYS,
+    STREAM_CALLS,
+    TENSOR_ALLOWED_METHODS,
+    TENSOR_COMPUTE_METHODS,
+    TORCH_ALLOWED_CALLS,
+    TORCH_CONSTANTS,
+    TORCH_NAMESPACES,
+)
+from kernelagent.verifier.policy.tensors import TensorFacts, is_nn_module_instance
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_OPERATOR_NEUTRAL = frozenset({"getitem", "itemgetter", "attrgetter", "methodcaller", "index", "length_hint"})
+# Methods of lists/dicts/sets that tensors do not have: a "tensor" receiving them is a container of tensors.
+_CONTAINER_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "popitem", "setdefault", "get", "update", "keys", "values", "items",
+    "index", "count", "remove", "clear", "appendleft", "discard", "copy",
+})
+_EINOPS_COMPUTE = frozenset({"reduce", "einsum"})
+_LITERALS = (ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.ListComp, ast.DictComp)
+
+
+def torch_call_allowed(qual: str) -> bool:
+    """Whether calling `qual` (a torch name) is allocation, a view, a move, metadata or a launch helper."""
+    if qual in STREAM_CALLS:
+        return True  # reported under stream_creation
+    if "()" in qual:
+        return _call_on_result_allowed(qual)
+    if qual in TORCH_ALLOWED_CALLS:
+        return True
+    parts = qual.split(".")
+    if qual.startswith("torch.Tensor.") and len(parts) == 3:
+        return parts[2] in TENSOR_ALLOWED_METHODS
+    if qual.startswith("torch.nn.Module.") and len(parts) == 4:
+        return parts[3] in NN_MODULE_OK_METHODS
+    return False
+
+
+def _call_on_result_allowed(qual: str) -> bool:
+    base, _, rest = qual.partition("()")
+    method = rest.lstrip(".").split(".")[0].split("(")[0]
+    if base in TORCH_ALLOWED_CALLS:
+        return method in TENSOR_ALLOWED_METHODS if TORCH_ALLOWED_CALLS[base] else True
+    if is_nn_module_instance(qual):
+        return bool(method) and method in NN_MODULE_OK_METHODS
+    return bool(method)  # methods of other torch objects (events, ...); calling the object itself is not
+
+
+def torch_value_is_compute(qual: str) -> bool:
+    """Whether mentioning `qual` (without calling it) hands a PyTorch compute function around."""
+    if not qual.startswith("torch.") or "()" in qual or qual in TORCH_NAMESPACES:
+        return False
+    last = qual.rsplit(".", 1)[-1]
+    if last in TORCH_CONSTANTS or last[:1].isupper() or last.startswith("__"):
+        return False
+    if qual.startswith("torch.ops.") and qual.count(".") == 2:
+        return False
+    return not torch_call_allowed(qual)
+
+
+class ForwardChecker:
+    """Reports PyTorch compute and swallowed kernel failures in functions that run during forward."""
+
+    def __init__(
+        self, info: ModuleInfo, resolver: Resolver, graph: CallGraph, tensors: TensorFacts, report: Reporter,
+    ) -> None:
+        self.info, self.r, self.graph, self.tensors, self.report = info, resolver, graph, tensors, report
+
+    def run(self) -> None:
+        for func in self.graph.forward_functions():
+            body = [func.node.body] if isinstance(func.node, ast.Lambda) else func.node.body
+            for stmt in body:
+                self._visit(stmt, func.scope)
+        for func in self.info.funcs.values():
+            if func.dsl:
+                self._check_device_code(func)
+        self._check_root_attributes()
+
+    def _check_root_attributes(self) -> None:
+        """`forward = torch.softmax` (or set later on the class): the entry point itself is PyTorch."""
+        for cls in self.graph.models:
+            for name in ROOT_METHODS:
+                for val in self.r.class_attr(cls, name):
+                    if val.kind == "ref" and val.name.startswith("torch") and not torch_call_allowed(val.name):
+                        self._flag(cls, f"`{cls.name}.{name}` is {val.name.replace('()', '(...)')}, which "
+                                        "computes in PyTorch")
+
+    def _flag(self, node: ast.AST, message: str) -> None:
+        self.report.add("torch_compute", node, message)
+
+    # --- traversal ----------------------------------------------------------------------------
+    def _visit(self, node: ast.AST, scope: Scope) -> None:
+        if isinstance(node, _NESTED):
+            return
+        if isinstance(node, ast.Call):
+            self._check_call(node, scope)
+            for child in self._call_children(node):
+                self._visit(child, scope)
+            return
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            if self._check_value(node, scope):
+                return
+        self._check_operators(node, scope)
+        if isinstance(node, (ast.Try, ast.TryStar)):
+            self._check_try(node, scope)
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            self._check_suppress(node, scope)
+        for child in ast.iter_child_nodes(node):
+            self._visit(child, scope)
+
+    @staticmethod
+    def _call_children(call: ast.Call) -> list[ast.AST]:
+        func = call.func
+        head: list[ast.AST] = [] if isinstance(func, ast.Name) else [func.value] if isinstance(
+            func, ast.Attribute) else [func]
+        return [*head, *call.args, *call.keywords]
+
+    # --- values and calls ---------------------------------------------------------------------
+    def _check_value(self, node: ast.Name | ast.Attribute, scope: Scope) -> bool:
+        refs = [v.name for v in self.r.resolve(node, scope) if v.kind == "ref"]
+        for qual in refs:
+            if torch_value_is_compute(qual):
+                self._flag(node, f"`{short(node)}`{_also(node, qual)} hands a PyTorch function around in the "
+                                 "forward path, where it would compute in PyTorch")
+        if isinstance(node, ast.Attribute) and node.attr in TENSOR_COMPUTE_METHODS:
+            if self.tensors.is_tensor(node.value, scope):
+                self._flag(node, f"`{short(node)}` is a tensor method that computes in PyTorch")
+        return bool(refs)
+
+    def _check_call(self, call: ast.Call, scope: Scope) -> None:
+        access = self.r.attr_access(call.func, scope)
+        built = " (attribute name built from strings)" if access and access[2] else ""
+        if access is not None and self.tensors.is_tensor(access[0], scope):
+            if access[1] not in TENSOR_ALLOWED_METHODS and access[1] not in _CONTAINER_METHODS:
+                self._flag(call, f"`{short(call.func)}(...)` calls the tensor method .{access[1]}(){built}, "
+                                 "which computes in PyTorch in the forward path")
+            return
+        vals = self.r.resolve(call.func, scope)
+        for val in vals:
+            if val.kind == "ref":
+                self._check_ref_call(val.name, call, scope, built)
+        opaque = all(v.kind == "ref" and v.name.startswith("builtins.") for v in vals)  # or nothing known
+        if opaque and access is not None and access[1] in TENSOR_COMPUTE_METHODS:
+            if not isinstance(access[0], _LITERALS):
+                self._flag(call, f"`{short(call.func)}(...)` calls .{access[1]}(){built}, a PyTorch tensor "
+                                 "operation, in the forward path")
+
+    def _check_ref_call(self, qual: str, call: ast.Call, scope: Scope, built: str) -> None:
+        root, _, rest = qual.partition(".")
+        label = f"`{short(call.func)}(...)`{_also(call.func, qual)}{built}"
+        if root == "torch" and not torch_call_allowed(qual):
+            self._flag(call, f"{label} runs PyTorch code in the forward path")
+        elif root == "numpy" and self._tensor_args(call, scope):
+            self._flag(call, f"{label} computes on tensors with NumPy in the forward path")
+        elif root == "builtins" and rest in BUILTIN_TENSOR_COMPUTE and self._tensor_args(call, scope):
+            self._flag(call, f"{label} on tensors computes in PyTorch in the forward path")
+        elif root == "operator" and rest not in _OPERATOR_NEUTRAL and (
+            rest in OPERATOR_ALWAYS or self._tensor_args(call, scope)
+        ):
+            self._flag(call, f"{label} on tensors computes in PyTorch in the forward path")
+        elif root == "einops" and rest in _EINOPS_COMPUTE and self._tensor_args(call, scope):
+            self._flag(call, f"{label} computes on tensors in PyTorch in the forward path")
+
+    def _tensor_args(self, call: ast.Call, scope: Scope) -> bool:
+        values = [*call.args, *[k.value for k in call.keywords]]
+        return any(self.tensors.is_tensor(v, scope) for v in values)
+
+    # --- operators ----------------------------------------------------------------------------
+    def _check_operators(self, node: ast.AST, scope: Scope) -> None:
+        is_tensor = self.tensors.is_tensor
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.MatMult):
+                self._flag(node, f"`{short(node)}` multiplies matrices in PyTorch in the forward path")
+            elif is_tensor(node.left, scope) or is_tensor(node.right, scope):
+                self._flag(node, f"tensor arithmetic `{short(node)}` runs in PyTorch in the forward path")
+        elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
+            if is_tensor(node.operand, scope):
+                self._flag(node, f"tensor arithmetic `{short(node)}` runs in PyTorch in the forward path")
+        elif isinstance(node, ast.Compare) and is_tensor(node, scope):
+            self._flag(node, f"tensor comparison `{short(node)}` runs in PyTorch in the forward path")
+        elif isinstance(node, ast.AugAssign) and (is_tensor(node.target, scope) or is_tensor(node.value, scope)):
+            self._flag(node, f"in-place tensor arithmetic `{short(node)}` runs in PyTorch in the forward path")
+        elif isinstance(node, ast.Subscript) and is_tensor(node.value, scope) and self._tensor_index(node, scope):
+            self._flag(node, f"`{short(node)}` indexes a tensor with a tensor (a gather/scatter in PyTorch)")
+
+    def _tensor_index(self, node: ast.Subscript, scope: Scope) -> bool:
+        index = node.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        return any(not isinstance(p, ast.Slice) and self.tensors.is_tensor(p, scope) for p in parts)
+
+    # --- try / suppress -----------------------------------------------------------------------
+    def _check_try(self, node: ast.Try | ast.TryStar, scope: Scope) -> None:
+        if not node.handlers or all(_reraises(h) for h in node.handlers):
+            return
+        if self._reaches_kernel(node.body, scope):
+            self.report.add("try_around_kernel", node, "a try/except wraps the kernel path; a failing kernel "
+                                                       "would be hidden or replaced by other code")
+
+    def _check_suppress(self, node: ast.With | ast.AsyncWith, scope: Scope) -> None:
+        for item in node.items:
+            ctx = item.context_expr
+            target = ctx.func if isinstance(ctx, ast.Call) else ctx
+            names = {v.name for v in self.r.resolve(target, scope) if v.kind == "ref"}
+            if "contextlib.suppress" in names and self._reaches_kernel(node.body, scope):
+                self.report.add("try_around_kernel", node, "contextlib.suppress wraps the kernel path; a failing "
+                                                           "kernel would be hidden")
+
+    def _reaches_kernel(self, body: list[ast.stmt], scope: Scope) -> bool:
+        for stmt in body:
+            for node in walk_local(stmt):
+                if isinstance(node, ast.Call) and self._call_reaches_kernel(node, scope):
+                    return True
+        return False
+
+    def _call_reaches_kernel(self, call: ast.Call, scope: Scope) -> bool:
+        if self.graph.is_launch(call, scope):
+            return True
+        vals = self.r.resolve(call.func, scope)
+        kernel = self.graph.kernel_funcs
+        if any(v.kind == "func" and v.node in kernel for v in vals):
+            return True
+        if self.graph.called_objects(call, scope) & kernel:
+            return True
+        if isinstance(call.func, ast.Attribute) and not self.r.resolve(call.func.value, scope):
+            if self.graph.methods_named(call.func.attr) & kernel:
+                return True
+        return not vals and isinstance(call.func, ast.Name)  # a callable passed in: could be anything
+
+    # --- device code --------------------------------------------------------------------------
+    def _check_device_code(self, func: FuncInfo) -> None:
+        """Kernel code is traced as Python: PyTorch reached from it would run on the host each time."""
+        for node in self.info.body_nodes(func.node):
+            if not isinstance(node, ast.Call):
+                continue
+            access = self.r.attr_access(node.func, func.scope)
+            if access is not None and access[1] not in TENSOR_ALLOWED_METHODS:
+                if self.tensors.is_tensor(access[0], func.scope):
+                    self._flag(node, f"`{short(node.func)}(...)` computes on a torch tensor inside kernel code")
+                    continue
+            for val in self.r.resolve(node.func, func.scope):
+                if val.kind == "ref" and val.name.startswith("torch.") and not torch_call_allowed(val.name):
+                    self._flag(node, f"`{short(node.func)}(...)` calls PyTorch inside kernel code; it runs in "
+                                     "PyTorch each time the kernel is traced or called")
+
+
+def _also(node: ast.AST, qual: str) -> str:
+    text = short(node)
+    shown = qual.replace("()", "(...)")
+    return "" if text == qual else f" (that is {shown})"
+
+
+def _reraises(handler: ast.ExceptHandler) -> bool:
+    return bool(handler.body) and all(isinstance(stmt, ast.Raise) for stmt in handler.body)

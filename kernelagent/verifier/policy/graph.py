@@ -1,0 +1,195 @@
+"""Which of the candidate's functions run when ModelNew is called, and which of them launch kernels.
+
+The call graph over-approximates: a method called on an object of unknown type is taken to be any
+method of that name the candidate defines, and nested functions run when they are referenced.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelagent.verifier.policy.names import Resolver
+from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, Val
+
+ROOT_METHODS = ("forward", "__call__", "_call_impl", "_wrapped_call_impl", "__getattr__", "__getattribute__")
+AUTOGRAD_METHODS = ("forward", "backward", "setup_context", "jvp", "vjp")
+_OP_DECORATORS = frozenset({
+    "torch.library.custom_op", "torch.library.triton_op", "torch.library.impl", "torch.library.register_kernel",
+    "torch._library.triton.triton_op", "torch._library.custom_ops.custom_op",
+})
+DSL_DECORATORS = frozenset({"jit", "kernel", "autotune", "heuristics", "constexpr_function", "dsl_user_op"})
+_REGISTRARS = frozenset({"register_autograd", "register_kernel", "impl", "register_torch_dispatch"})
+
+
+def _is_dsl_decorator(qual: str) -> bool:
+    """triton.jit, triton.autotune, cute.kernel, cute.jit, ...: the function becomes device code."""
+    parts = qual.replace("()", "").split(".")
+    return parts[0] in ("triton", "cutlass") and parts[-1] in DSL_DECORATORS
+
+
+class CallGraph:
+    """Edges between the candidate's functions, the forward path, and the kernel-launching functions."""
+
+    def __init__(self, info: ModuleInfo, resolver: Resolver) -> None:
+        self.info, self.r = info, resolver
+        self._mark_dsl()
+        self._collect_custom_ops()
+        self.edges: dict[ast.AST, set[ast.AST]] = {node: self._edges(f) for node, f in info.funcs.items()}
+        self.roots = self._roots()
+        self.path = self._reach(self.roots)
+        self.kernel_funcs = self._kernel_funcs()
+
+    # --- setup --------------------------------------------------------------------------------
+    def decorator_scope(self, func: FuncInfo) -> Scope:
+        if func.cls is not None and func.cls in self.info.classes:
+            return self.info.classes[func.cls].scope
+        return func.scope.parent or self.info.scope
+
+    def decorator_vals(self, func: FuncInfo) -> list[tuple[ast.expr, frozenset[Val]]]:
+        out = []
+        for dec in getattr(func.node, "decorator_list", []):
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            out.append((dec, self.r.resolve(target, self.decorator_scope(func))))
+        return out
+
+    def _mark_dsl(self) -> None:
+        for func in self.info.funcs.values():
+            for _, vals in self.decorator_vals(func):
+                if any(v.kind == "ref" and _is_dsl_decorator(v.name) for v in vals):
+                    func.dsl = True
+
+    def _collect_custom_ops(self) -> None:
+        for func in self.info.funcs.values():
+            for dec, vals in self.decorator_vals(func):
+                if not isinstance(dec, ast.Call) or not dec.args:
+                    continue
+                if not any(v.kind == "ref" and v.name in _OP_DECORATORS for v in vals):
+                    continue
+                name = self.r.fold(dec.args[0], self.decorator_scope(func))
+                if name and "::" in name:
+                    namespace, _, op = name.partition("::")
+                    self.r.custom_ops[f"torch.ops.{namespace}.{op.split('.')[0]}"] = func
+        self.r.reset()
+
+    # --- edges --------------------------------------------------------------------------------
+    def _edges(self, func: FuncInfo) -> set[ast.AST]:
+        if func.dsl:
+            return set()
+        out: set[ast.AST] = {v.node for _, vals in self.decorator_vals(func) for v in vals if v.kind == "func"}
+        for node in self.info.body_nodes(func.node):
+            out |= self._node_targets(node, func.scope)
+        out.discard(func.node)
+        return out
+
+    def _node_targets(self, node: ast.AST, scope: Scope) -> set[ast.AST]:
+        if isinstance(node, ast.Lambda):
+            return {node}
+        if not isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            return set()
+        out: set[ast.AST] = set()
+        for val in self.r.resolve(node, scope):
+            if val.kind == "func":
+                out.add(val.node)
+        if isinstance(node, ast.Call):
+            out |= self.called_objects(node, scope)
+        if isinstance(node, ast.Attribute) and not self.r.resolve(node.value, scope):
+            out |= self.methods_named(node.attr)
+        return out
+
+    def called_objects(self, call: ast.Call, scope: Scope) -> set[ast.AST]:
+        out: set[ast.AST] = set()
+        for val in self.r.resolve(call.func, scope):
+            if val.kind == "class":
+                names = ("__init__", "__new__", "__post_init__")
+            elif val.kind in ("inst", "self"):
+                names = ("__call__", "forward")
+            else:
+                continue
+            for name in names:
+                out |= {v.node for v in self.r.class_attr(val.node, name) if v.kind == "func"}
+        return out
+
+    def methods_named(self, name: str) -> set[ast.AST]:
+        return {f.node for f in self.info.funcs.values() if f.cls is not None and f.node.name == name}
+
+    # --- roots and reachability ---------------------------------------------------------------
+    def _roots(self) -> set[ast.AST]:
+        roots: set[ast.AST] = set()
+        models = [v.node for b in self.info.scope.bindings.get("ModelNew", []) for v in self.r.binding_vals(b)
+                  if v.kind == "class"]
+        methods = ROOT_METHODS
+        if not models:  # no ModelNew: every nn.Module's forward counts
+            models, methods = [c for c in self.info.classes if self.r.is_nn_module(c)], ("forward",)
+        self.models: list[ast.ClassDef] = models
+        for cls in models:
+            for name in methods:
+                roots |= {v.node for v in self.r.class_attr(cls, name) if v.kind == "func"}
+        for cls in self.info.classes:
+            if self.r.is_autograd(cls):
+                for name in AUTOGRAD_METHODS:
+                    roots |= {v.node for v in self.r.class_attr(cls, name) if v.kind == "func"}
+        return roots | self._registered_functions()
+
+    def _registered_functions(self) -> set[ast.AST]:
+        """Functions handed to torch.library (kernels, autograd formulas): they run when the op runs."""
+        out: set[ast.AST] = set()
+        for node, func in self.info.funcs.items():
+            for dec, vals in self.decorator_vals(func):
+                names = {v.name for v in vals if v.kind == "ref"}
+                if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr in _REGISTRARS:
+                    out.add(node)
+                elif any(n.startswith("torch.library.") and "fake" not in n for n in names):
+                    out.add(node)
+        for call, scope in self.info.calls:
+            attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+            names = {v.name for v in self.r.resolve(call.func, scope) if v.kind == "ref"}
+            library = any(n.startswith("torch.library.") and "fake" not in n for n in names)
+            if library or attr in _REGISTRARS:
+                for arg in [*call.args, *[k.value for k in call.keywords]]:
+                    out |= {v.node for v in self.r.resolve(arg, scope) if v.kind == "func"}
+        return out
+
+    def _reach(self, roots: set[ast.AST]) -> set[ast.AST]:
+        seen: set[ast.AST] = set()
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            if node in seen or node not in self.info.funcs:
+                continue
+            seen.add(node)
+            stack.extend(self.edges.get(node, ()))
+        return seen
+
+    # --- kernels ------------------------------------------------------------------------------
+    def is_launch(self, call: ast.Call, scope: Scope) -> bool:
+        """A kernel launch or a call into compiled device code."""
+        if isinstance(call.func, ast.Subscript):
+            return True
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "launch":
+            return True
+        for val in self.r.resolve(call.func, scope):
+            if val.kind == "func" and self.info.funcs[val.node].dsl:
+                return True
+            if val.kind == "ref" and val.name.split(".")[0] == "cutlass" and "()" in val.name:
+                return True
+        return False
+
+    def _kernel_funcs(self) -> set[ast.AST]:
+        kernel = {node for node, f in self.info.funcs.items() if f.dsl}
+        for node, func in self.info.funcs.items():
+            if not func.dsl and any(
+                isinstance(n, ast.Call) and self.is_launch(n, func.scope) for n in self.info.body_nodes(func.node)
+            ):
+                kernel.add(node)
+        changed = True
+        while changed:
+            changed = False
+            for node, targets in self.edges.items():
+                if node not in kernel and targets & kernel:
+                    kernel.add(node)
+                    changed = True
+        return kernel
+
+    def forward_functions(self) -> list[FuncInfo]:
+        """The candidate's host functions that run when ModelNew is called (device code excluded)."""
+        return [self.info.funcs[n] for n in self.path if not self.info.funcs[n].dsl]

@@ -1,0 +1,88 @@
+"""Does a library entry compute the same function as a problem? (worker role `match`)
+
+Both references run on the same random inputs, the library's Model built with the problem's
+constructor arguments and the problem's parameters copied in (by name, else by shape in order).
+Two draws of the inputs, compared with the verifier's own tolerances: same outputs means same
+function, whatever the code looks like.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernelagent.problem import ProblemError, load_problem
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.judge.compare import compare_outputs
+
+
+def _smallest_set(problem: Any, device: str, cap: int) -> list[Any]:
+    with torch.device(device):
+        sets = problem.input_sets()
+    sizes = [sum(x.numel() for x in s if isinstance(x, torch.Tensor)) for s in sets]
+    small = [s for s, n in zip(sets, sizes, strict=True) if n <= cap]
+    return tensorio.move(small[0] if small else sets[sizes.index(min(sizes))], device)
+
+
+def _copy_params(src: torch.nn.Module, dst: torch.nn.Module) -> bool:
+    """Copy by name where names agree, else by shape in declaration order; False if dst has leftovers."""
+    s_named, d_named = dict(src.state_dict()), dict(dst.state_dict())
+    if set(s_named) == set(d_named):
+        dst.load_state_dict(s_named)
+        return True
+    s_vals, d_keys = list(s_named.values()), list(d_named)
+    if len(s_vals) != len(d_keys) or any(v.shape != d_named[k].shape for v, k in zip(s_vals, d_keys, strict=True)):
+        return False
+    dst.load_state_dict(dict(zip(d_keys, s_vals, strict=True)))
+    return True
+
+
+def _build(cls: type, args: list[Any], device: str) -> torch.nn.Module | None:
+    try:
+        with torch.device(device):
+            return cls(*args).to(device)
+    except Exception:  # noqa: BLE001 - a constructor that does not accept these arguments does not fit
+        return None
+
+
+def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> tuple[bool, str]:
+    torch.manual_seed(seed)
+    init = problem.init_inputs()
+    user = _build(problem.model_cls, init, device)
+    if user is None:
+        return False, "the problem's Model could not be built"
+    ref = _build(lib.model_cls, init, device)
+    if ref is None:
+        ref = _build(lib.model_cls, lib.init_inputs(), device)
+    if ref is None or not _copy_params(user, ref):
+        return False, "constructor or parameters do not fit"
+    for draw in range(2):
+        torch.manual_seed(seed + 17 * (draw + 1))
+        inputs = _smallest_set(problem, device, cap)
+        try:
+            with torch.no_grad():
+                a = tensorio.flatten(user(*tensorio.clone_leaves(inputs)))[0]
+                b = tensorio.flatten(ref(*tensorio.clone_leaves(inputs)))[0]
+        except Exception as e:  # noqa: BLE001 - a forward that rejects these inputs does not fit
+            return False, f"forward does not fit: {type(e).__name__}"
+        res = compare_outputs({"structure": ""}, tensorio.to_cpu(b), {"native": tensorio.to_cpu(a)}, None)
+        if not res.ok:
+            worst = res.worst
+            return False, worst.summary() if worst else res.structure_msg
+    return True, "same outputs on two random input draws"
+
+
+def run_match(req: dict[str, Any]) -> dict[str, Any]:
+    problem = load_problem(req["problem"], "kernelagent_problem")
+    results = []
+    for i, entry in enumerate(req.get("entries", [])):
+        try:
+            lib = load_problem(entry["reference"], f"kernelagent_library_ref_{i}")
+        except ProblemError as e:
+            results.append({"name": entry["name"], "match": False, "why": str(e)[:200]})
+            continue
+        ok, why = _same_function(problem, lib, req["device"], int(req.get("seed", 0)),
+                                 int(req.get("cap", 1 << 20)))
+        results.append({"name": entry["name"], "match": ok, "why": why})
+    return {"results": results}

@@ -1,0 +1,275 @@
+"""Reference worker: builds the trials (inputs, parameters) and the reference outputs for a problem.
+
+Runs in its own process, which never imports candidate code: the candidate cannot read, patch or
+free the reference's outputs. Writes a *pack*: `init.pt`, `inputs_<t>.pt` (what the candidate gets)
+and `ref/ref_<t>.pt` (what only the parent reads), plus `meta.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from kernelagent.problem import LoadedProblem, load_problem
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.measure.roofline import count_work
+from kernelagent.verifier.tensorio import grads_dict
+from kernelagent.verifier.worker.integrity import OpRecorder
+
+
+def _numel(values: list[Any]) -> int:
+    leaves = pytree.tree_leaves(values)
+    return sum(x.numel() for x in leaves if isinstance(x, torch.Tensor))
+
+
+def _alt_distribution(values: list[Any], gen: torch.Generator) -> list[Any]:
+    """Same shapes and dtypes, other values: mean + std * randn (abs() where the original was >= 0)."""
+    def redraw(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() < 2:
+            return x
+        xf = x.double()
+        mean, std = float(xf.mean()), float(xf.std())
+        if not math.isfinite(std) or std == 0.0:
+            return x
+        noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
+        alt = mean + std * noise
+        if float(xf.min()) >= 0:
+            alt = alt.abs()
+        return alt.to(x.dtype)
+    return [pytree.tree_map(redraw, v) for v in values]
+
+
+def _reinit_params(model: torch.nn.Module, gen: torch.Generator) -> None:
+    """Fresh random values for float parameters, at the scale of the originals (ones become ~N(1, 0.1))."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_floating_point():
+                continue
+            pf = p.double()
+            mean = float(pf.mean())
+            std = float(pf.std()) if p.numel() > 1 else 0.0
+            scale = max(std if math.isfinite(std) else 0.0, 0.1 * abs(mean), 0.05)
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.device)
+            p.copy_((mean + scale * noise).to(p.dtype))
+
+
+def _upcast(values: list[Any]) -> list[Any]:
+    def up(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point():
+                return x.detach().to(torch.float64)
+            if x.is_complex():
+                return x.detach().to(torch.complex128)
+        return x
+    return [pytree.tree_map(up, v) for v in values]
+
+
+def _finite(leaves: list[Any]) -> bool:
+    return all(bool(torch.isfinite(x).all()) for x in leaves
+               if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()))
+
+
+def _float_tensors(values: list[Any]) -> list[torch.Tensor]:
+    return [x for x in pytree.tree_leaves(values) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+
+
+class ReferenceRunner:
+    """Produces the pack for one problem on one device."""
+
+    def __init__(self, req: dict[str, Any]):
+        self.req = req
+        self.device = req["device"]
+        self.secret = int(req["secret"])
+        self.pack = Path(req["pack_dir"])
+        # reference outputs live apart from the pack, in a directory whose (random) name only the parent knows
+        self.ref_dir = Path(req.get("ref_dir") or self.pack / "ref")
+        self.ref_dir.mkdir(parents=True, exist_ok=True)
+        self.problem: LoadedProblem = load_problem(req["problem"])
+        self.backward = bool(self.problem.spec.backward)
+        self.notes: list[str] = []
+        self._kept: list[int] = []
+        self.last_aliases = False
+
+    # -- building blocks -------------------------------------------------------------------------
+    def build_model(self, init_inputs: list[Any]) -> torch.nn.Module:
+        torch.manual_seed(self.secret + 1)
+        with torch.device(self.device):
+            model = self.problem.model_cls(*init_inputs)
+        return model.to(self.device)
+
+    def input_sets(self, k: int) -> list[list[Any]]:
+        torch.manual_seed(self.secret + 101 * (k + 1))
+        with torch.device(self.device):
+            sets = self.problem.input_sets()
+        return [tensorio.move(s, self.device) for s in sets]
+
+    def forward(self, model: torch.nn.Module, inputs: list[Any], grad_outputs: list[Any] | None
+                ) -> tuple[list[Any], list[Any] | None, str]:
+        ins = tensorio.clone_leaves(inputs)
+        if not self.backward:
+            with torch.no_grad():
+                out = model(*ins)
+            leaves, structure = tensorio.flatten(out)
+            self.last_aliases = _aliases(leaves, ins)
+            return leaves, None, structure
+        req_grad = _float_tensors(ins)
+        for t in req_grad:
+            t.requires_grad_(True)
+        out = model(*ins)
+        leaves, structure = tensorio.flatten(out)
+        self.last_aliases = _aliases(leaves, ins)
+        diff = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        gos = grad_outputs if grad_outputs is not None else []
+        grads = torch.autograd.grad(diff, req_grad + [p for _, p in named], gos[:len(diff)], allow_unused=True)
+        detached = [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves]
+        return detached, grads_dict(grads, req_grad, named), structure
+
+    def grad_outputs_for(self, model: torch.nn.Module, inputs: list[Any], gen: torch.Generator) -> list[Any]:
+        ins = tensorio.clone_leaves(inputs)
+        for t in _float_tensors(ins):
+            t.requires_grad_(True)
+        out = model(*ins)
+        leaves, _ = tensorio.flatten(out)
+        return [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device, x.dtype)
+                for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+
+    def reference64(self, model: torch.nn.Module, inputs: list[Any], gos: list[Any] | None
+                    ) -> tuple[list[Any] | None, list[Any] | None, str]:
+        """The reference in float64 on upcast inputs; on CPU if the device lacks float64 kernels."""
+        for device in dict.fromkeys([self.device, "cpu"]):
+            try:
+                m64 = copy.deepcopy(model).to(device=device, dtype=torch.float64)
+                ins = tensorio.move(_upcast(inputs), device)
+                g64 = tensorio.move(_upcast(gos), device) if gos is not None else None
+                leaves, grads, _ = self.forward(m64, ins, g64)
+                return leaves, grads, device  # tensorio.save copies them off the device
+            except (RuntimeError, NotImplementedError, TypeError) as e:
+                last = e
+        self.notes.append(f"float64 reference unavailable ({type(last).__name__}: {str(last)[:160]}); "
+                          "compared against the reference in its own dtype")
+        return None, None, ""
+
+    # -- the pack ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        torch.manual_seed(self.secret)
+        init_inputs = self.problem.init_inputs()
+        model = self.build_model(init_inputs)
+        state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        has_params = any(p.is_floating_point() for p in model.parameters())
+        n_seeds = max(1, int(self.req.get("seeds", 3)))
+        states, trials = [state0], []
+        cap = self.req.get("cpu_max_elements") if self.device == "cpu" else None
+        for k in range(n_seeds):
+            dist = "alt" if n_seeds >= 3 and k == n_seeds - 1 else "native"
+            gen = torch.Generator().manual_seed(self.secret + 7919 * (k + 1))
+            state_idx = 0
+            if k >= 1 and has_params:
+                _reinit_params(model, gen)
+                states.append({kk: v.detach().clone() for kk, v in model.state_dict().items()})
+                state_idx = len(states) - 1
+            sets = self.input_sets(k)
+            keep = self._within_cap(sets, cap) if k == 0 else self._kept
+            self._kept = keep
+            for s_idx in keep:
+                inputs = sets[s_idx]
+                if dist == "alt":
+                    inputs = _alt_distribution(inputs, gen)
+                model.load_state_dict(states[state_idx])
+                trial = self._trial(len(trials), model, inputs, s_idx, k, dist, state_idx, gen)
+                if trial is None and state_idx:
+                    model.load_state_dict(state0)
+                    trial = self._trial(len(trials), model, inputs, s_idx, k, dist, 0, gen)
+                if trial is not None:
+                    trials.append(trial)
+            model.load_state_dict(state0)
+        if self.req.get("timing") and self.device == "cuda":
+            trials += self._timing_trials(model, len(trials))
+        tensorio.save(self.pack / "init.pt", {"init_inputs": init_inputs, "states": states})
+        meta = {"trials": trials, "notes": self.notes, "backward": self.backward,
+                "problem": {"path": self.problem.spec.path, "name": self.problem.spec.name,
+                            "sha256": self.problem.spec.sha256, "tolerance": self.problem.spec.tolerance},
+                "param_names": [n for n, _ in model.named_parameters()],
+                **self._profile(model, trials)}
+        (self.pack / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+        return meta
+
+    def _timing_trials(self, model: torch.nn.Module, start: int, count: int = 3) -> list[dict[str, Any]]:
+        """Extra main-set trials with the original parameters: timed in rotation, their outputs re-checked."""
+        out = []
+        for r in range(count):
+            gen = torch.Generator().manual_seed(self.secret + 5003 * (r + 1))
+            torch.manual_seed(self.secret + 4999 * (r + 1))
+            with torch.device(self.device):
+                inputs = tensorio.move(self.problem.input_sets()[0], self.device)
+            trial = self._trial(start + len(out), model, inputs, 0, -1 - r, "native", 0, gen)
+            if trial is not None:
+                trial["timing"] = True
+                out.append(trial)
+        return out
+
+    def _within_cap(self, sets: list[list[Any]], cap: int | None) -> list[int]:
+        if not cap:
+            return list(range(len(sets)))
+        sizes = [_numel(s) for s in sets]
+        keep = [i for i, n in enumerate(sizes) if n <= cap]
+        if not keep:
+            keep = [min(range(len(sets)), key=sizes.__getitem__)]
+        skipped = [i for i in range(len(sets)) if i not in keep]
+        if skipped:
+            self.notes.append(
+                f"on CPU, input set(s) {skipped} skipped: over {cap:,} elements, too large for the Triton "
+                f"interpreter (sizes {[sizes[i] for i in skipped]}); they run on the GPU")
+        return keep
+
+    def _trial(self, t: int, model: torch.nn.Module, inputs: list[Any], s_idx: int, k: int, dist: str,
+               state_idx: int, gen: torch.Generator) -> dict[str, Any] | None:
+        gos = self.grad_outputs_for(model, inputs, gen) if self.backward else None
+        native, grads, structure = self.forward(model, inputs, gos)
+        aliases = self.last_aliases
+        if not _finite(native) and (state_idx or dist == "alt"):
+            self.notes.append(f"trial seed {k} set {s_idx}: reference not finite with "
+                              f"{'re-initialised parameters' if state_idx else 'the second distribution'}; dropped")
+            return None
+        f64, grads64, where64 = self.reference64(model, inputs, gos)
+        tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos})
+        # save copies the outputs off the device itself
+        tensorio.save(self.ref_dir / f"ref_{t}.pt", {"native": native, "f64": f64, "grads_native": grads,
+                                                     "grads_f64": grads64})
+        return {"id": t, "seed": k, "set": s_idx, "dist": dist, "state": state_idx, "structure": structure,
+                "input_desc": tensorio.describe(inputs), "f64_device": where64,
+                "aliases_input": aliases}
+
+    def _profile(self, model: torch.nn.Module, trials: list[dict[str, Any]]) -> dict[str, Any]:
+        """Aten op signature, FLOPs and bytes of the main input set."""
+        if not trials:
+            return {"op_signature": [], "work": {}}
+        first = trials[0]
+        data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
+        ins = tensorio.clone_leaves(data["inputs"])
+        rec = OpRecorder()
+        with torch.no_grad(), rec:
+            out = model(*ins)
+        work = count_work(model, data["inputs"], out)
+        return {"op_signature": sorted(rec.op_names()), "work": work}
+
+
+def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:
+    ptrs = {x.untyped_storage().data_ptr() for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor)}
+    return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in ptrs for o in outputs)
+
+
+def run_reference(req: dict[str, Any]) -> dict[str, Any]:
+    runner = ReferenceRunner(req)
+    meta = runner.run()
+    if req.get("timing") and runner.device == "cuda":
+        from kernelagent.verifier.reference.baseline import time_baselines
+        meta["baseline"] = time_baselines(runner, meta)
+        (runner.pack / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    return meta

@@ -1,0 +1,144 @@
+"""AOT compile of a candidate's Triton kernels for sm_90 without a GPU (the CPU path's compile stage).
+
+The interpreter run records each distinct launch (argument types, constexpr values, num_warps,
+num_stages); this worker, started without TRITON_INTERPRET, imports the candidate and compiles those
+launches with `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, then reads
+registers and spills from `ptxas -v`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kernelagent.problem import ProblemError, load_module
+from kernelagent.verifier.worker.compile_facts import _jit_objects
+from kernelagent.verifier.worker.errors import classify_exception
+
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any], dict]:
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    signature, constexprs, attrs = {}, {}, {}
+    for i, p in enumerate(fn.params):
+        desc = args.get(p.name)
+        if desc is None:
+            if p.has_default:
+                continue
+            raise KeyError(p.name)
+        if p.is_constexpr or desc["kind"] in ("none", "const"):
+            signature[p.name] = "constexpr"
+            constexprs[p.name] = desc.get("value")
+        elif desc["kind"] in ("ptr", "int"):
+            if desc["kind"] == "ptr":
+                signature[p.name] = "*" + desc["dtype"]
+            else:
+                v = int(desc["value"])
+                signature[p.name] = "i32" if -(2**31) <= v < 2**31 else "i64"
+            if desc.get("attr"):  # the GPU JIT's divisibility hint, so AOT compiles what the GPU would
+                attrs[(i,)] = CUDABackend.parse_attr(desc["attr"])
+        elif desc["kind"] == "float":
+            signature[p.name] = "fp32"
+        elif desc["kind"] == "bool":
+            signature[p.name] = "i1"
+        else:
+            raise TypeError(f"argument {p.name} of type {desc.get('type')} cannot be compiled ahead of time")
+    return signature, constexprs, attrs
+
+
+def _ptxas_report(ptx: str) -> dict[str, Any]:
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "k.ptx"
+        src.write_text(ptx)
+        proc = subprocess.run([str(ptxas), "-v", "-arch=sm_90a", str(src), "-o", str(Path(d) / "k.cubin")],
+                              capture_output=True, text=True, timeout=120)
+    log = proc.stdout + proc.stderr
+    regs = [int(x) for x in _PTXAS_USED.findall(log)]
+    spills = [int(a) + int(b) for a, b in _PTXAS_SPILL.findall(log)]
+    return {"registers": max(regs) if regs else None, "spills": max(spills) if spills else 0}
+
+
+def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature, constexprs, attrs = _signature(fn, req["args"])
+    options = {k: v for k, v in req.get("options", {}).items() if k in ("num_warps", "num_stages", "num_ctas")}
+    ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                        target=GPUTarget("cuda", 90, 32), options=options)
+    facts = {"kernel": req["kernel"], "backend": "triton", "target": "sm_90a",
+             "shared_bytes": getattr(ck.metadata, "shared", None), "num_warps": ck.metadata.num_warps,
+             "num_stages": ck.metadata.num_stages, "constexprs": {k: v for k, v in constexprs.items()
+                                                                 if isinstance(v, (int, float, bool))}}
+    facts.update(_ptxas_report(ck.asm["ptx"]))
+    return facts
+
+
+_AT = re.compile(r"^at (\d+):(\d+):")
+
+
+def _def_line(fn: Any) -> int:
+    """Line of `def` (Triton counts from it; co_firstlineno points at the first decorator)."""
+    import linecache
+
+    code = fn.__code__
+    line = code.co_firstlineno
+    for offset in range(20):
+        if linecache.getline(code.co_filename, line + offset).lstrip().startswith("def "):
+            return line + offset
+    return line
+
+
+def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
+    """One line: which kernel, which source line, and the error itself."""
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else type(exc).__name__
+    m = _AT.match(text)
+    where = ""
+    if m:
+        try:
+            where = f" at line {_def_line(fn.fn) + int(m.group(1)) - 1}"
+        except AttributeError:
+            where = f" at kernel line {m.group(1)}"
+    return f"compiling {kernel} for sm_90a failed{where}: {last[:300]}"
+
+
+def run_aot(req: dict[str, Any], state: Any) -> dict[str, Any]:
+    """Compile every recorded launch; the first real compile error is returned as `error`."""
+    state.candidate_file = str(Path(req["candidate"]).resolve())
+    state.active = True
+    try:
+        module = load_module(req["candidate"], "kernelagent_candidate", "candidate")
+    except ProblemError as e:
+        return {"kernels": [], "error": {"category": "load_error", "message": str(e)}}
+    by_name = {fn.__name__: fn for fn in _jit_objects(module)}
+    kernels, error, skipped = [], None, []
+    for r in req.get("requests", []):
+        fn = by_name.get(r["kernel"])
+        if fn is None:
+            skipped.append(f"{r['kernel']}: not a module-level kernel")
+            continue
+        try:
+            kernels.append(compile_one(fn, r))
+        except (KeyError, TypeError) as e:
+            skipped.append(f"{r['kernel']}: {e}")
+        except Exception as e:  # noqa: BLE001 - a compile failure is the candidate's
+            category, message = classify_exception(e, state.candidate_file)
+            if category == "compile_error" and error is None:
+                error = {"category": category, "message": triton_error_line(e, fn, r["kernel"]),
+                         "detail": message}
+            elif category != "compile_error":
+                skipped.append(f"{r['kernel']}: {type(e).__name__}: {str(e)[:200]}")
+    return {"kernels": kernels, "error": error, "skipped": skipped}

@@ -1,0 +1,395 @@
+"""Candidate worker: imports the untrusted candidate, runs it on the pack's trials, records the facts.
+
+Everything this process learns is reported back as data (outputs as tensors, probes as counts); the
+parent compares against the reference and decides. The functions used to record facts were bound
+before the candidate was imported, and their identities are checked again afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.random import manual_seed as _manual_seed
+from torch.utils import _pytree as pytree
+
+from kernelagent.problem import ProblemError, load_module
+from kernelagent.verifier import tensorio
+from kernelagent.verifier.tensorio import grads_dict
+from kernelagent.verifier.worker import guard
+from kernelagent.verifier.worker.errors import classify_exception
+from kernelagent.verifier.worker.integrity import LaunchCounter, OpRecorder, os_thread_count, python_threads
+
+_HEAVY_MODULES = ("torch._dynamo", "torch._inductor", "cutlass")
+
+_perf = time.perf_counter
+_equal = torch.equal
+_device_synchronize = torch.cuda.synchronize
+_isnan = torch.isnan
+
+
+class CandidateFailure(Exception):
+    """A failure blamed on the candidate, with its category (see report.CATEGORIES)."""
+
+    def __init__(self, category: str, message: str, detail: str = ""):
+        super().__init__(message)
+        self.category, self.message, self.detail = category, message, detail
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if _equal(a, b):
+            return True
+        if a.is_floating_point():
+            return bool((((a == b) | (_isnan(a) & _isnan(b)))).all())
+        return False
+    return True
+
+
+def _inputs_unchanged(now: list[Any], pristine: list[Any]) -> list[int]:
+    """Indices of input leaves whose contents changed."""
+    a, b = pytree.tree_leaves(now), pytree.tree_leaves(pristine)
+    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not _same(x, y)]
+
+
+class CandidateRunner:
+    def __init__(self, req: dict[str, Any], state: guard.GuardState):
+        self.req, self.guard = req, state
+        self.device = req["device"]
+        self.pack = Path(req["pack_dir"])
+        self.out = Path(req["out_dir"])
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.meta = json.loads((self.pack / "meta.json").read_text())
+        self.facts: dict[str, Any] = {"stages": {}, "notes": [], "io": {"save_seconds": 0.0, "saved": 0}}
+        self.launches = LaunchCounter()
+        self.backward = bool(self.meta.get("backward"))
+        self._exit = contextlib.ExitStack()
+
+    # -- setup (before the candidate exists in this process) ----------------------------------------
+    def load_pack(self) -> None:
+        t = _perf()
+        self._load_pack()
+        self.facts["io"]["load_seconds"] = round(_perf() - t, 4)
+
+    def _load_pack(self) -> None:
+        init = tensorio.load(self.pack / "init.pt", self.device)
+        self.init_inputs, self.states = init["init_inputs"], init["states"]
+        self.trials = {t["id"]: tensorio.load(self.pack / f"inputs_{t['id']}.pt", self.device)
+                       for t in self.meta["trials"]}
+
+    @property
+    def compile_only(self) -> bool:
+        """CuTe DSL without a GPU: compile everything the forward launches, run nothing, compare nothing."""
+        return self.device == "cpu" and self.req.get("backend") == "cute"
+
+    def prepare(self) -> None:
+        self.load_pack()
+        interpreter = self.device == "cpu"
+        self.launches.install_triton(interpreter)
+        # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
+        # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
+        self.facts["cute_hooks"] = self.req.get("backend") != "triton" and self.launches.install_cute()
+        if self.compile_only and self.facts["cute_hooks"]:
+            from kernelagent.verifier.cute import support as cute_support
+            # entered before the snapshot: it swaps torch's stream getters for null streams itself
+            self._exit.enter_context(cute_support.compile_only_mode(self.launches.stats))
+        self.threads_before = (os_thread_count(), python_threads())
+        self.snap = guard.snapshot()
+        self.heavy_before = {m for m in _HEAVY_MODULES if m in sys.modules}
+
+    # -- stages ------------------------------------------------------------------------------------
+    def stage(self, name: str, fn: Any) -> Any:
+        t0 = _perf()
+        try:
+            result = fn()
+        except CandidateFailure as f:
+            self._record(name, "failed", t0, f.message, {"category": f.category, "detail": f.detail})
+            raise
+        self._record(name, "passed", t0)
+        return result
+
+    def _record(self, name: str, status: str, t0: float, message: str = "", details: dict | None = None) -> None:
+        self.facts["stages"][name] = {"status": status, "seconds": round(_perf() - t0, 4), "message": message,
+                                      "details": details or {}}
+        (self.out / "progress.json").write_text(json.dumps(self.facts["stages"], default=str))
+
+    def load_candidate(self) -> None:
+        self.guard.candidate_file = str(Path(self.req["candidate"]).resolve())
+        self.guard.active = True
+        try:
+            module = load_module(self.req["candidate"], "kernelagent_candidate", "candidate")
+        except ProblemError as e:
+            raise CandidateFailure(*_load_category(e)) from e
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            raise CandidateFailure("load_error", "ModelNew is not an nn.Module subclass")
+        _manual_seed(int(self.req["secret"]) + 1)
+        try:
+            with torch.device(self.device):
+                self.model = cls(*self.init_inputs).to(self.device)
+        except Exception as e:  # noqa: BLE001 - the candidate's constructor failed
+            raise _failure(e, self.req["candidate"], "ModelNew(*get_init_inputs()) raised") from e
+        self.load_state(0, report=True)
+
+    def load_state(self, idx: int, report: bool = False) -> None:
+        own = self.model.state_dict()
+        src = self.states[idx]
+        matched = {k: v for k, v in src.items() if k in own and own[k].shape == v.shape}
+        with torch.no_grad():
+            for k, v in matched.items():
+                own[k].copy_(v)
+        if report:
+            self.facts["params"] = {"missing_in_candidate": sorted(set(src) - set(matched)),
+                                    "extra_in_candidate": sorted(set(own) - set(src))}
+
+    def call(self, inputs: list[Any], grad_outputs: list[Any] | None, poison: str | None) -> dict[str, Any]:
+        """One forward (and backward) on fresh buffers; returns outputs and the probes' findings."""
+        ins = tensorio.clone_leaves(inputs)
+        pristine = tensorio.clone_leaves(inputs)
+        rec = OpRecorder(poison=poison)
+        before = self.launches.snapshot()
+        grads = None
+        try:
+            if self.backward:
+                diff = [x for x in pytree.tree_leaves(ins) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+                for t in diff:
+                    t.requires_grad_(True)
+                with rec:
+                    out = self.model(*ins)
+                    leaves, structure = tensorio.flatten(out)
+                    outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+                    if not outs:
+                        raise CandidateFailure(
+                            "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
+                            "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
+                            "your backward kernel(s)")
+                    named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+                    raw = torch.autograd.grad(outs, diff + [p for _, p in named], grad_outputs[:len(outs)],
+                                              allow_unused=True)
+                    grads = grads_dict(raw, diff, named)
+            else:
+                with torch.no_grad(), rec:
+                    out = self.model(*ins)
+                leaves, structure = tensorio.flatten(out)
+            late = self.sync_outputs(leaves, grads)
+        except CandidateFailure:
+            raise
+        except Exception as e:  # noqa: BLE001 - any exception from candidate code is classified
+            raise _failure(e, self.req["candidate"], "forward raised") from e
+        return {"leaves": leaves, "structure": structure, "grads": grads, "devices": _devices(leaves),
+                "launches": self.launches.snapshot() - before, "compute_ops": rec.compute_ops(),
+                "mutated": _inputs_unchanged(ins, pristine), "types": [_leaf_type(x) for x in leaves],
+                "aliases": _aliases(leaves, ins), "late_writes": late}
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.current_stream().synchronize()
+
+    def sync_outputs(self, leaves: list[Any], grads: dict[str, Any] | None) -> bool:
+        """Wait for the current stream, as the caller would; then say whether the outputs still changed
+        once the whole device was idle (work left running on another stream, never joined)."""
+        self.sync()
+        if self.device != "cuda":
+            return False
+        tensors = [x for x in [*leaves, *pytree.tree_leaves(grads or {})]
+                   if isinstance(x, torch.Tensor) and x.is_cuda and x.layout == torch.strided]
+        try:
+            early = [_bits(x) for x in tensors]  # copied while any unjoined work may still be writing
+            _device_synchronize()
+            return any(not _equal(e, _bits(x)) for e, x in zip(early, tensors, strict=True))
+        except (RuntimeError, TypeError) as e:  # the check's own trouble (memory, odd tensors) is not the candidate's
+            _device_synchronize()
+            self.facts["notes"].append(f"output-readiness check skipped: {type(e).__name__}: {str(e)[:120]}")
+            return False
+
+    def correctness(self) -> None:
+        per_trial = {}
+        for trial in self.meta["trials"]:
+            data = self.trials[trial["id"]]
+            self.load_state(data["state"])
+            res = self.call(data["inputs"], data.get("grad_outputs"), poison="nan")
+            self.save(f"cand_{trial['id']}", res)
+            if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
+                self.save(f"sentinel_{trial['id']}", self.call(data["inputs"], data.get("grad_outputs"),
+                                                               poison="sentinel"))
+            per_trial[trial["id"]] = {k: res[k] for k in ("launches", "compute_ops", "mutated", "types",
+                                                           "aliases", "structure", "devices", "late_writes")}
+        self.facts["trials"] = per_trial
+        self.load_state(0)
+
+    def probes(self) -> None:
+        """Determinism, unwritten memory (sentinel poison) and input-keyed caching probes on trial 0."""
+        first = self.meta["trials"][0]
+        data = self.trials[first["id"]]
+        self.load_state(data["state"])
+        self.save("repeat", self.call(data["inputs"], data.get("grad_outputs"), poison="nan"))
+        self.save("sentinel", self.call(data["inputs"], data.get("grad_outputs"), poison="sentinel"))
+        partner = next((t for t in self.meta["trials"] if t["id"] != first["id"] and t["state"] == first["state"]
+                        and t["input_desc"] == first["input_desc"]), None)
+        if partner is not None:
+            self.facts["cache_probe"] = {"first": first["id"], "partner": partner["id"]}
+            self.save("probe", self._reuse_buffers(data, self.trials[partner["id"]]))
+        self.facts["threads"] = {"os_before": self.threads_before[0], "os_after": os_thread_count(),
+                                 "python_before": self.threads_before[1], "python_after": python_threads()}
+
+    def _reuse_buffers(self, first: dict[str, Any], partner: dict[str, Any]) -> dict[str, Any]:
+        bufs = tensorio.clone_leaves(first["inputs"])
+        try:
+            with torch.no_grad():
+                self.model(*bufs)
+                self.sync()
+                for dst, src in zip(pytree.tree_leaves(bufs), pytree.tree_leaves(partner["inputs"]), strict=True):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+                out = self.model(*bufs)
+            leaves, structure = tensorio.flatten(out)
+            # the outputs as they end up: work left on another stream must not pass for a cached answer
+            self.facts["cache_probe"]["late_writes"] = self.sync_outputs(leaves, None)
+        except Exception as e:  # noqa: BLE001
+            raise _failure(e, self.req["candidate"], "forward raised on reused input buffers") from e
+        return {"leaves": leaves, "structure": structure, "grads": None}
+
+    def save(self, name: str, res: dict[str, Any]) -> None:
+        t = _perf()
+        tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
+        io = self.facts["io"]
+        io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
+        io["saved"] += 1
+
+    def integrity_after(self) -> None:
+        self.facts["patched"] = guard.changed_since(self.snap)
+        # what the candidate's run pulled in that the worker does not import up front (cost, not blame)
+        late = (m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
+        self.facts["late_imports"] = sorted(late)
+        self.facts["launch_stats"] = {"total": self.launches.total, "kernels": self.launches.kernels()}
+        self.facts["blocked"] = list(self.guard.blocked)
+
+    def compile_check(self) -> None:
+        """The CPU path for CuTe DSL: one forward in compile-only mode, launches recorded and skipped."""
+        from kernelagent.verifier.cute import support as cute_support
+
+        first = self.meta["trials"][0]
+        data = self.trials[first["id"]]
+        self.call(data["inputs"], data.get("grad_outputs"), poison=None)
+        outcome, note = cute_support.compile_only_outcome(self.launches.stats)
+        self.facts["compile_only"] = {"outcome": outcome, "note": note}
+
+    def timing(self) -> None:
+        from kernelagent.verifier.worker.timed import time_candidate
+
+        self.launches.remove_triton_hook()
+        if self.facts.get("cute_hooks"):
+            from kernelagent.verifier.cute import support as cute_support
+            cute_support.remove_launch_hooks()
+        self.facts["timing"] = time_candidate(self)
+
+    def compile_facts(self) -> None:
+        from kernelagent.verifier.worker.compile_facts import collect
+
+        self.facts["compile"] = collect(self)
+
+    # -- driver --------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        try:
+            self.prepare()
+            self.stage("load", self.load_candidate)
+            if self.compile_only:
+                self.stage("compile_check", self.compile_check)
+                self.compile_facts()
+                self.integrity_after()
+                return self.facts
+            self.stage("correctness", self.correctness)
+            self.stage("probes", self.probes)
+            self.compile_facts()
+            self.integrity_after()
+            if self.req.get("timing") and self.device == "cuda" and not self.facts["patched"]:
+                self.stage("timing", self.timing)
+        except CandidateFailure as f:
+            self.facts["failure"] = {"category": f.category, "message": f.message, "detail": f.detail}
+            self._salvage()
+        return self.facts
+
+    def _salvage(self) -> None:
+        try:
+            self.compile_facts()
+            self.integrity_after()
+        except Exception as e:  # noqa: BLE001 - best effort after a failure
+            self.facts["notes"].append(f"could not collect facts after the failure: {type(e).__name__}")
+
+
+def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
+    """One warm-up forward, then one inside the NVTX range that profilers are pointed at."""
+    from kernelagent.verifier.measure.profiling import NVTX_RANGE
+    from kernelagent.verifier.worker.timed import timing_trial_ids
+
+    runner = CandidateRunner(req, state)
+    runner.prepare()
+    runner.load_candidate()
+    tid = timing_trial_ids(runner.meta)[0] if req.get("main_set", True) else runner.meta["trials"][0]["id"]
+    data = runner.trials[tid]
+    runner.load_state(data["state"])
+    runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    marked = runner.device == "cuda"  # the NVTX range exists for ncu; without a GPU there is none
+    if marked:
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+    res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    if marked:
+        torch.cuda.nvtx.range_pop()
+    return {"trial": tid, "launches": res["launches"]}
+
+
+_BITS_SAMPLE = 64 * 2**20
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A copy of the raw bytes (NaN == NaN bitwise), queued on the current stream; beyond 64 MiB an
+    evenly strided sample (late writes land all over an output, not in one spot)."""
+    raw = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+    if raw.numel() > _BITS_SAMPLE:
+        raw = raw[:: raw.numel() // _BITS_SAMPLE]
+    return raw.clone()
+
+
+def _has_nan(leaves: list[Any]) -> bool:
+    return any(isinstance(x, torch.Tensor) and x.is_floating_point() and bool(_isnan(x).any()) for x in leaves)
+
+
+def _devices(leaves: list[Any]) -> list[str]:
+    return [x.device.type if isinstance(x, torch.Tensor) else "" for x in leaves]
+
+
+def _leaf_type(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return "tensor" if type(x) is torch.Tensor else f"subclass:{type(x).__name__}"
+    if x is None or isinstance(x, (bool, int, float, complex)):
+        return type(x).__name__
+    return f"other:{type(x).__name__}"
+
+
+def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:
+    ptrs = {x.untyped_storage().data_ptr() for x in pytree.tree_leaves(inputs)
+            if isinstance(x, torch.Tensor) and x.numel()}
+    return any(type(o) is torch.Tensor and o.numel() and o.untyped_storage().data_ptr() in ptrs for o in outputs)
+
+
+def _load_category(e: ProblemError) -> tuple[str, str]:
+    cause = e.__cause__
+    if cause is not None:
+        category, message = classify_exception(cause, str(e.path or ""))
+        if category == "compile_error":
+            return category, message
+    return "load_error", str(e)
+
+
+def _failure(e: BaseException, candidate_path: str, what: str) -> CandidateFailure:
+    category, message = classify_exception(e, candidate_path)
+    detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-6000:]
+    return CandidateFailure(category, f"{what}: {message}", detail)

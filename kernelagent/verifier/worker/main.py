@@ -1,0 +1,153 @@
+"""Verifier worker process: `python -m kernelagent.verifier.worker WORKDIR`.
+
+Isolates itself (network namespace, audit hook), imports torch and triton, then blocks on one JSON
+request on stdin; serves it (role `reference`, `candidate` or `aot`), writes `out/result.json` and
+exits without running any exit handlers a candidate may have registered. One request per process.
+Imports only the standard library, torch, triton and (for CuTe DSL) cutlass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+
+def _warm_imports(mode: str) -> dict[str, str]:
+    # torch._dynamo is not imported (seconds on a cold worker): the verifier's dispatch modes opt out of
+    # its wrapper, and the rebinding its import makes is recognised by guard.changed_since
+    import torch
+
+    versions = {"torch": torch.__version__, "python": sys.version.split()[0]}
+    try:
+        import triton
+        versions["triton"] = triton.__version__
+    except ImportError:
+        versions["triton"] = ""
+    helper = _start_triton_driver() if mode == "cuda" and versions["triton"] else None
+    if mode == "cpu" and versions["triton"]:
+        from kernelagent.verifier.worker.interp_fixes import (
+            autotune_without_benchmarks,
+            bf16_dot_in_fp32,
+            round_bf16_to_nearest,
+        )
+        versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
+        versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
+        versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
+    if mode == "cuda" and torch.cuda.is_available():
+        import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs
+        torch.zeros(1, device="cuda")  # create the context while idle in the pool
+        versions["gpu"] = torch.cuda.get_device_name()
+        versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
+        versions["cuda"] = torch.version.cuda or ""
+    if helper is not None:
+        helper.join()
+        versions["triton_driver"] = helper.name
+    if versions["triton"] and mode in ("cuda", "cpu") and os.environ.get("KERNELAGENT_WORKER_WARM") == "1":
+        try:  # compile and launch one trusted kernel while idle; never fatal
+            from kernelagent.verifier.worker.warmup import warm
+            versions["warmup"] = warm("cuda" if mode == "cuda" else "cpu")
+        except Exception as e:  # noqa: BLE001
+            versions["warmup"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return versions
+
+
+def _start_triton_driver() -> threading.Thread:
+    """Triton builds its driver helper with the C compiler on first use (a second or more on a cold
+    worker, in this worker's own cache): start that now, in a thread, while the CUDA context is made.
+    The thread ends before any candidate code exists here; its name says how it went."""
+    def build() -> None:
+        t = time.perf_counter()
+        try:
+            from triton.runtime import driver
+            driver.active.utils  # noqa: B018 - building the helper is the point
+            threading.current_thread().name = f"ok {time.perf_counter() - t:.3f}s"
+        except Exception as e:  # noqa: BLE001 - the candidate's own launch will report it properly
+            threading.current_thread().name = f"failed: {type(e).__name__}: {str(e)[:200]}"
+
+    thread = threading.Thread(target=build, name="running", daemon=True)
+    thread.start()
+    return thread
+
+
+def _serve(req: dict, state: object, workdir: Path) -> dict:
+    role = req["role"]
+    if role == "reference":
+        from kernelagent.verifier.reference.run import run_reference
+        return {"meta": run_reference(req)}
+    if role == "candidate":
+        from kernelagent.verifier.worker.candidate import CandidateRunner
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"facts": CandidateRunner(req, state).run()}
+    if role == "match":
+        from kernelagent.verifier.reference.matching import run_match
+        return {"match": run_match(req)}
+    if role == "single":
+        from kernelagent.verifier.worker.candidate import run_single
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"single": run_single(req, state)}
+    if role == "aot":
+        from kernelagent.verifier.worker.aot import run_aot
+        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
+        return {"aot": run_aot(req, state)}
+    raise ValueError(f"unknown role {role!r}")
+
+
+def _read_request(workdir: Path) -> str:
+    """The request line: from stdin, or (under a tool that may not pass stdin on) from the file the
+    parent writes beside the work dir, read and removed before any candidate code exists here."""
+    if os.environ.get("KERNELAGENT_WORKER_REQUEST") != "file":
+        return sys.stdin.readline()
+    path = Path(f"{workdir}-out") / "request.json"
+    while not path.exists():  # the parent's timeout bounds the wait
+        time.sleep(0.02)
+    line = path.read_text()
+    path.unlink()
+    return line
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1]).resolve()
+    mode = os.environ.get("KERNELAGENT_WORKER_MODE", "cpu")
+    from kernelagent.verifier.worker import guard
+
+    netns = guard.isolate_network() if os.environ.get("KERNELAGENT_WORKER_NETNS") != "0" else "kept for a profiler"
+    state = guard.GuardState(workdir=str(workdir))
+    guard.install_audit_hook(state)
+    guard.install_thread_guard(state)
+    t0 = time.perf_counter()
+    env = _warm_imports(mode)
+    env.update(mode=mode, sandbox_network=netns, import_seconds=round(time.perf_counter() - t0, 3))
+    (workdir / "ready").write_text("1")
+    line = _read_request(workdir)
+    if not line.strip():
+        os._exit(0)
+    req = json.loads(line)
+    out_dir = Path(req.get("out_dir") or f"{workdir}-out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state.out_dir = os.path.realpath(out_dir)
+    t1 = time.perf_counter()
+    try:
+        result = _serve(req, state, workdir)
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which assigns blame
+        from kernelagent.problem import ProblemError
+        kind = "problem" if isinstance(e, ProblemError) else "internal"
+        result = {"error": {"kind": kind, "type": type(e).__name__, "message": str(e)[:4000],
+                            "traceback": traceback.format_exc()[-6000:]}}
+    result["environment"] = env
+    result["seconds"] = round(time.perf_counter() - t1, 3)
+    state.active = False
+    tmp = out_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, default=str))
+    tmp.replace(out_dir / "result.json")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

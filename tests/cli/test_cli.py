@@ -1,0 +1,68 @@
+"""The command line: exit codes, --json documents, the offline optimize path, library and history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.paths import SOFTMAX_PROBLEM, softmax_case
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ka(*args: str, home: Path, timeout: float = 600, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.endswith("_BASE_URL")}
+    env.update(KERNELAGENT_HOME=str(home), COLUMNS="120", **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "kernelagent.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_verify_exit_codes_and_json(tmp_path):
+    ok = ka("verify", str(softmax_case("good")), "--ref", str(SOFTMAX_PROBLEM), "--json", "--seeds", "1",
+            "--device", "cpu", home=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)
+    assert report["verdict"] == "accepted" and report["category"] == "ok"
+    bad = ka("verify", str(softmax_case("mismatch_mask")), "--ref", str(SOFTMAX_PROBLEM), "--seeds", "1",
+             "--device", "cpu", home=tmp_path)
+    assert bad.returncode == 1
+    assert "REJECTED" in bad.stdout and "mismatch" in bad.stdout
+    missing = ka("verify", str(softmax_case("good")), "--ref", str(tmp_path / "nope.py"), home=tmp_path)
+    assert missing.returncode == 2 and "does not exist" in (missing.stdout + missing.stderr)
+    usage = ka("verify", str(softmax_case("good")), "--ref", str(SOFTMAX_PROBLEM), "--device", "gpu", home=tmp_path)
+    assert usage.returncode == 2 and "--device" in usage.stderr
+    assert "Traceback" not in missing.stderr + usage.stderr
+
+
+def test_optimize_offline_finds_the_library_softmax(tmp_path):
+    out = tmp_path / "kernel.py"
+    res = ka("optimize", str(ROOT / "examples" / "softmax" / "op.py"), "--out", str(out), "--json",
+             home=tmp_path, env_extra={"KERNELAGENT_PROVIDER": ""})
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    assert doc["mode"] == "offline" and doc["library_entry"] == "softmax" and doc["accepted"]
+    assert doc["report"]["verdict"] == "accepted"
+    assert "ANTHROPIC_API_KEY" in doc["provider_help"]
+    assert out.read_text() == (ROOT / "kernelagent" / "kernels" / "softmax" / "triton.py").read_text()
+
+
+def test_library_list_and_show(tmp_path):
+    res = ka("library", "list", "--json", home=tmp_path)
+    names = {e["name"] for e in json.loads(res.stdout)}
+    assert {"softmax", "rms_norm", "cross_entropy"} <= names
+    show = ka("library", "show", "nope", home=tmp_path)
+    assert show.returncode == 2 and "no library entry" in show.stderr
+
+
+def test_history_empty_and_doctor(tmp_path):
+    res = ka("history", "--json", home=tmp_path)
+    assert res.returncode == 0 and json.loads(res.stdout) == []
+    shown = ka("history", "show", "abc", home=tmp_path)
+    assert shown.returncode == 1
+    doc = ka("doctor", "--json", home=tmp_path, env_extra={"ANTHROPIC_API_KEY": "sk-test-secret-123"})
+    info = json.loads(doc.stdout)
+    assert info["api_keys"]["ANTHROPIC_API_KEY"] is True
+    assert "sk-test-secret-123" not in doc.stdout

@@ -1,0 +1,197 @@
+"""Statistics, roofline and comparison arithmetic (CPU): the numbers the reports are built from."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelagent.verifier.judge.compare import compare_leaf, rel_l2
+from kernelagent.verifier.measure.profiling import parse_ncu_csv, parse_sanitizer, summarize_profile
+from kernelagent.verifier.measure.roofline import FALLBACK_CEILINGS, count_work, floor_ms, percent_of_limit
+from kernelagent.verifier.measure.timing import bootstrap_speedup, summarize
+
+
+def test_summarize_median_and_quartiles():
+    t = summarize([1.0, 2.0, 3.0, 4.0, 100.0], "events")
+    assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.n == 5
+    assert t.q1_ms <= t.median_ms <= t.q3_ms
+    assert t.mean_ms == pytest.approx(22.0)
+
+
+def test_bootstrap_interval_brackets_the_ratio_and_excludes_one_only_when_clear():
+    torch.manual_seed(0)
+    base = (1.0 + 0.02 * torch.randn(200)).tolist()
+    fast = (0.5 + 0.01 * torch.randn(200)).tolist()
+    point, lo, hi = bootstrap_speedup(base, fast)
+    assert lo <= point <= hi and point == pytest.approx(2.0, rel=0.02) and lo > 1.0
+    same = (1.0 + 0.02 * torch.randn(200)).tolist()
+    point, lo, hi = bootstrap_speedup(base, same)
+    assert lo < 1.0 < hi  # indistinguishable: not "faster"
+
+
+def test_roofline_memory_bound_softmax():
+    model = torch.nn.Softmax(dim=-1)
+    x = torch.randn(256, 1024)
+    work = count_work(model, [x], model(x))
+    assert work["matmul_flops"] == 0 and work["other_flops"] >= x.numel()
+    assert work["min_bytes"] == 2 * x.numel() * 4
+    fl = floor_ms(work, {"copy_gbps": 4000.0, "fp32_tflops": 50.0, "bf16_tflops": 700.0})
+    assert fl["bound"] == "memory"
+    assert fl["floor_ms"] == pytest.approx(work["min_bytes"] / 4000e9 * 1e3)
+    assert percent_of_limit(2 * fl["floor_ms"], fl) == pytest.approx(50.0)
+
+
+def test_roofline_matmul_bound_uses_the_dtype_rate():
+    a = torch.randn(512, 512, dtype=torch.bfloat16)
+    model = torch.nn.Linear(512, 512, bias=False).to(torch.bfloat16)
+    work = count_work(model, [a], model(a))
+    assert work["matmul_flops"] == 2 * 512**3
+    fl = floor_ms(work, {**FALLBACK_CEILINGS, "copy_gbps": 1e9})  # bandwidth made irrelevant
+    assert fl["bound"] == "matmul" and fl["matmul_ceiling"] == "bf16_tflops"
+    assert fl["floor_ms"] == pytest.approx(2 * 512**3 / (FALLBACK_CEILINGS["bf16_tflops"] * 1e12) * 1e3)
+
+
+def test_fp16_arithmetic_in_an_fp32_problem_fails_fp32_noise_passes():
+    torch.manual_seed(1)
+    x = torch.randn(64, 512)
+    ref64 = torch.softmax(x.double(), -1)
+    native = torch.softmax(x, -1)
+    honest = torch.softmax(x.flip(-1), -1).flip(-1)  # same math, other summation order
+    half = torch.softmax(x.half(), -1).float()
+    assert compare_leaf("out", honest, native, ref64, None).ok
+    bad = compare_leaf("out", half, native, ref64, None)
+    assert not bad.ok and bad.kind == "mismatch" and bad.rel_l2 > bad.allowed_l2
+
+
+def test_bf16_problem_allows_bf16_rounding_but_not_garbage():
+    torch.manual_seed(2)
+    x = torch.randn(64, 512, dtype=torch.bfloat16)
+    ref64 = torch.softmax(x.double(), -1)
+    native = torch.softmax(x, -1)
+    via_fp32 = torch.softmax(x.float(), -1).to(torch.bfloat16)
+    assert compare_leaf("out", via_fp32, native, ref64, None).ok
+    wrong = native.clone()
+    wrong[:, -1] = 0
+    assert not compare_leaf("out", wrong, native, ref64, None).ok
+
+
+def test_nan_where_reference_is_finite_is_its_own_kind():
+    ref = torch.randn(8, 8)
+    got = ref.clone()
+    got[3, 4] = math.nan
+    res = compare_leaf("out", got, ref, ref.double(), None)
+    assert res.kind == "nan_inf" and res.worst_index == [3, 4]
+
+
+def test_problem_tolerance_overrides_the_defaults():
+    ref = torch.ones(100)
+    got = ref + 5e-3
+    assert not compare_leaf("out", got, ref, ref.double(), None).ok
+    assert compare_leaf("out", got, ref, ref.double(), {"atol": 1e-2, "rtol": 0.0}).ok
+    assert rel_l2(got.double(), ref.double()) == pytest.approx(5e-3)
+
+
+def test_integer_outputs_must_match_exactly():
+    ref = torch.arange(10)
+    got = ref.clone()
+    got[7] = 0
+    res = compare_leaf("indices", got, ref, ref, None)
+    assert not res.ok and "1 of 10" in res.message
+
+
+_METRICS = ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
+            "launch__registers_per_thread", "smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio")
+_ROWS = [("ID", "Process ID", "Kernel Name", *_METRICS),
+         ("", "", "", "nsecond", "%", "%", "%", "register/thread", "cycle"),
+         ("0", "123", "softmax_kernel", "70,112", "91.5", "35.2", "88.1", "38", "12.5"),
+         ("1", "123", "reduce_kernel", "3,001", "12.0", "4.0", "40.0", "24", "1.5")]
+NCU = "".join(",".join(f'"{c}"' for c in row) + "\n" for row in _ROWS)
+
+
+def test_ncu_csv_is_parsed_per_kernel_and_summarised():
+    kernels = parse_ncu_csv("==PROF== noise\n" + NCU)
+    assert [k["kernel"] for k in kernels] == ["softmax_kernel", "reduce_kernel"]
+    assert kernels[0]["duration_ns"] == 70112.0 and kernels[0]["dram_pct"] == 91.5
+    lines = summarize_profile(kernels)
+    assert "70.1 us" in lines[0] and "DRAM 92% of peak" in lines[0] and "long_scoreboard" in lines[0]
+
+
+def test_sanitizer_summary_is_parsed():
+    text = "========= Invalid __global__ read of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n"
+    parsed = parse_sanitizer(text)
+    assert parsed["errors"] == 3 and parsed["findings"]
+    assert parse_sanitizer("========= ERROR SUMMARY: 0 errors")["errors"] == 0
+    # racecheck has its own summary line (the H200 run showed memcheck's regex missing it)
+    clean = parse_sanitizer("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    assert clean["errors"] == 0 and clean["hazard_warnings"] == 0 and clean["summary"].startswith("RACECHECK")
+    racy = parse_sanitizer("========= Race reported between Write access at 0x30 in k\n"
+                           "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n")
+    assert racy["errors"] == 1 and racy["hazard_warnings"] == 1 and racy["findings"]
+    assert parse_sanitizer("========= COMPUTE-SANITIZER\n")["errors"] is None  # unfinished: no count
+
+
+def test_sanitizer_runs_without_the_caching_allocator_and_rejects_on_findings(monkeypatch, tmp_path):
+    """Each tool run gets PYTORCH_NO_CUDA_MEMORY_CACHING=1 (memcheck then sees each tensor's bounds), and
+    errors in a log make the stage fail (the caller turns that into a rejection)."""
+    from types import SimpleNamespace
+
+    from kernelagent.verifier.measure import tools_stage
+
+    calls = []
+    fake_tool = tmp_path / "compute-sanitizer"
+    fake_tool.write_text("#!/bin/sh\n")
+    fake_tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+        calls.append(extra_env)
+        log = prefix[prefix.index("--log-file") + 1]
+        errors = 2 if "memcheck" in prefix else 0
+        open(log, "w").write(f"========= Invalid __global__ read\n========= ERROR SUMMARY: {errors} errors\n")
+        return SimpleNamespace(status="ok", seconds=0.1, stderr_tail="", result={"single": {"launches": 1}})
+
+    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    assert calls and all(env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} for env in calls)
+    assert stage.status == "failed" and "memcheck" in stage.message and "2 error" in stage.message
+
+
+@pytest.mark.parametrize("how", ["no_summary", "no_launch", "worker_died", "worker_error"])
+def test_sanitizer_never_passes_a_run_it_did_not_finish(monkeypatch, tmp_path, how):
+    """A tool run that died, raised, launched nothing or left no ERROR SUMMARY gives a warning, not a pass."""
+    from types import SimpleNamespace
+
+    from kernelagent.verifier.measure import tools_stage
+
+    fake_tool = tmp_path / "compute-sanitizer"
+    fake_tool.write_text("#!/bin/sh\n")
+    fake_tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+        log = prefix[prefix.index("--log-file") + 1]
+        open(log, "w").write("" if how == "no_summary" else "========= ERROR SUMMARY: 0 errors\n")
+        result = {"single": {"launches": 0 if how == "no_launch" else 2}}
+        if how == "worker_error":
+            result = {"error": {"type": "RuntimeError", "message": "CUDA driver failed"}}
+        return SimpleNamespace(status="died" if how == "worker_died" else "ok", died_how="signal 11", seconds=0.1,
+                               stderr_tail="boom", result=result)
+
+    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    assert stage.status == "warning" and "did not complete" in stage.message, stage.message
+
+
+def test_precision_hint_only_when_the_error_is_spread_out():
+    """Rounding to a narrower type touches most elements; an off-by-one mask touches a column and must
+    not be told to 'keep fp32 arithmetic' (the H200 run gave that hint for exactly such a kernel)."""
+    from kernelagent.verifier.judge.compare import LeafResult, looks_like_reduced_precision
+
+    few = LeafResult("output", False, "mismatch", rel_l2=0.0112, frac_bad=0.0001)
+    spread = LeafResult("output", False, "mismatch", rel_l2=0.0112, frac_bad=0.6)
+    half = LeafResult("output", False, "mismatch", rel_l2=4.2e-4, frac_bad=0.3)
+    assert looks_like_reduced_precision(few, torch.float32) == ""
+    assert "bf16" in looks_like_reduced_precision(spread, torch.float32)
+    assert "fp16/tf32" in looks_like_reduced_precision(half, torch.float32)
+    assert looks_like_reduced_precision(spread, torch.bfloat16) == ""
