@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
-EXIT_OK, EXIT_NOT_FOUND, EXIT_INPUT = 0, 1, 2
+import typer
+
+from kernelagent.cli.common import ExitCode, JsonOpt, console, err, fail
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_INPUT = ExitCode.OK, ExitCode.REJECTED, ExitCode.INPUT
 
 
 def _store() -> Any:
@@ -54,3 +58,38 @@ def export_cmd(problem: str | None, err: Any) -> int:
     n = export_jsonl(_store(), sys.stdout, problem)
     err.print(f"{n} attempt(s) exported")
     return EXIT_OK
+
+
+app = typer.Typer(help="Every verified attempt, from SQLite: `history`, `history list PROBLEM`, `history show ID`, "
+                  "`history export`.", invoke_without_command=True)
+LimitOpt = Annotated[int, typer.Option(min=1, help="Most rows to list.")]
+
+
+@app.callback()
+def history_default(ctx: typer.Context, json_out: JsonOpt = False, limit: LimitOpt = 50) -> None:
+    """With no subcommand: list the latest attempts."""
+    if ctx.invoked_subcommand is None:
+        raise typer.Exit(int(list_cmd(None, json_out, limit, console, err)))
+
+
+@app.command("list")
+def history_list(problem: Annotated[str | None, typer.Argument(help="Only this problem (name).")] = None,
+                 json_out: JsonOpt = False, limit: LimitOpt = 50) -> None:
+    """List attempts, newest first."""
+    raise typer.Exit(int(list_cmd(problem, json_out, limit, console, err)))
+
+
+@app.command("show")
+def history_show(attempt: Annotated[str, typer.Argument(help="Attempt id (a unique prefix is enough).")],
+                 json_out: JsonOpt = False) -> None:
+    """One attempt: its source, verdict and feedback."""
+    raise typer.Exit(int(show_cmd(attempt, json_out, console, err)))
+
+
+@app.command("export")
+def history_export(problem: Annotated[str | None, typer.Argument(help="Only this problem (name).")] = None,
+                   fmt: Annotated[str, typer.Option("--format", help="Export format.")] = "jsonl") -> None:
+    """Every attempt as JSON lines on stdout."""
+    if fmt != "jsonl":
+        raise fail("only --format jsonl is supported")
+    raise typer.Exit(int(export_cmd(problem, err)))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.table import Table
 
+from kernelagent.cli.common import Device, DeviceOpt, ExitCode, JsonOpt, console, err, verify_options
 from kernelagent.kernels import LibraryError, get_entry, list_entries
 from kernelagent.tools.library import add_entry, entry_summary, verify_entry
 
-EXIT_OK, EXIT_REJECTED, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REJECTED, EXIT_INPUT = ExitCode.OK, ExitCode.REJECTED, ExitCode.INPUT
 
 
 def list_cmd(json_out: bool, console: Any) -> None:
@@ -96,3 +98,41 @@ def add_cmd(kernel: Path, ref: Path, name: str, summary: str, options: Any, json
         console.print(render_report(report))
         err.print("not added: the kernel was rejected")
     return EXIT_OK if folder else EXIT_REJECTED
+
+
+app = typer.Typer(no_args_is_help=True, help="The curated kernel library.")
+
+
+@app.command("list")
+def library_list(json_out: JsonOpt = False) -> None:
+    """List the library's entries."""
+    list_cmd(json_out, console)
+
+
+@app.command("show")
+def library_show(name: str, json_out: JsonOpt = False) -> None:
+    """Show an entry's card and files."""
+    raise typer.Exit(int(show_cmd(name, json_out, console, err)))
+
+
+@app.command("verify")
+def library_verify(
+    name: Annotated[str | None, typer.Argument(help="Entry to verify (default: all).")] = None,
+    json_out: JsonOpt = False,
+    device: DeviceOpt = Device.auto,
+    seeds: Annotated[int, typer.Option(help="Fresh seeds for the correctness trials.")] = 3,
+) -> None:
+    """Verify library kernels against their own references with the same verifier as generated ones."""
+    raise typer.Exit(int(verify_cmd(name, json_out, verify_options(device, seeds), console, err)))
+
+
+@app.command("add")
+def library_add(
+    kernel: Path, ref: Annotated[Path, typer.Option("--ref", help="Problem file the kernel implements.")],
+    name: Annotated[str, typer.Option(help="Entry name (lowercase, digits, underscores).")],
+    summary: Annotated[str, typer.Option(help="One line for the card.")] = "",
+    device: DeviceOpt = Device.auto,
+    json_out: JsonOpt = False,
+) -> None:
+    """Verify a kernel and, if accepted, add it to the library with a card."""
+    raise typer.Exit(int(add_cmd(kernel, ref, name, summary, verify_options(device), json_out, console, err)))

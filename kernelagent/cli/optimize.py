@@ -3,12 +3,53 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from kernelagent.cli.common import Backend, Device, DeviceOpt, ExitCode, JsonOpt, console, err, fail, verify_options
 from kernelagent.problem import ProblemError
 
-EXIT_OK, EXIT_REJECTED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_REJECTED, EXIT_INPUT = ExitCode.OK, ExitCode.REJECTED, ExitCode.INPUT
+EXIT_INTERNAL, EXIT_INTERRUPTED = ExitCode.INTERNAL, ExitCode.INTERRUPTED
+
+
+class Provider(StrEnum):
+    anthropic = "anthropic"
+    openai = "openai"
+    replay = "replay"
+
+
+def optimize(
+    op: Annotated[Path | None, typer.Argument(help="Problem file (KernelBench format).")] = None,
+    backend: Annotated[Backend, typer.Option(help="Kernel language to write.")] = Backend.triton,
+    out: Annotated[Path | None, typer.Option(help="Where to write the best kernel (default: beside OP).")] = None,
+    provider: Annotated[Provider | None, typer.Option(help="LLM provider (else config / environment).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name (else $KERNELAGENT_MODEL, config, default).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Provider endpoint (OpenAI-compatible servers).")] = None,
+    script: Annotated[Path | None, typer.Option(help="JSONL script for --provider replay.")] = None,
+    turns: Annotated[int, typer.Option(min=1, help="Most LLM turns.")] = 8,
+    candidates: Annotated[int, typer.Option(min=1, help="Candidates per turn.")] = 4,
+    beam: Annotated[int, typer.Option(min=1, help="Branches kept between turns.")] = 2,
+    target_speedup: Annotated[float | None, typer.Option(help="Stop once this much faster than eager.")] = None,
+    budget_usd: Annotated[float | None, typer.Option(min=0.0, help="Dollar budget for LLM calls.")] = 5.0,
+    resume: Annotated[str | None, typer.Option(help="Continue an interrupted run by its id.")] = None,
+    device: DeviceOpt = Device.auto,
+    json_out: JsonOpt = False,
+) -> None:
+    """Write a fast, verified kernel for OP (offline: find a library kernel when no provider is set)."""
+    if op is None and resume is None:
+        raise fail("give a problem file, or --resume RUN_ID")
+    if op is not None and not op.is_file():
+        raise fail(f"problem file {op} does not exist" if not op.exists() else f"{op} is a folder; give the .py file")
+    opts = verify_options(device, 3, 300.0, True)
+    code = run(op=op, backend=backend.value, out=out, provider=provider.value if provider else None, model=model,
+               base_url=base_url, script=script, turns=turns, candidates=candidates, beam=beam,
+               target_speedup=target_speedup, budget_usd=budget_usd, resume=resume, options=opts,
+               json_out=json_out, console=console, err=err)
+    raise typer.Exit(int(code))
 
 
 def _offline(op: Path, backend: str, out: Path | None, options: Any, help_text: str, json_out: bool,

@@ -1,6 +1,8 @@
-"""Human rendering of a verifier Report with rich (the CLI's default output)."""
+"""All terminal rendering with rich: verification reports, audits, doctor (the CLI's default output)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Group
 from rich.panel import Panel
@@ -48,3 +50,30 @@ def render_report(report: Report) -> Group:
         if detail:
             lines.append(Panel(detail[:3000], title="details", border_style="red"))
     return Group(Panel(Group(*lines), title=title, border_style="green" if ok else "red"))
+
+
+def render_audit(result: dict[str, Any]) -> Group:
+    if result.get("error"):
+        return Group(Text(f"audit failed: {result['error']}", style="bold red"))
+    table = Table(box=None, show_header=False)
+    table.add_row("problem", str(result.get("problem")))
+    table.add_row("degenerate", Text("yes", style="bold red") if result["degenerate"] else Text("no", style="green"))
+    table.add_row("trivial answers that pass", ", ".join(result["trivial_answers_that_pass"]) or "none")
+    var = result.get("output_variation_across_seeds")
+    table.add_row("output variation across seeds", f"{var:.2e}" if var is not None else "n/a")
+    table.add_row("advice", result.get("advice", ""))
+    return Group(table)
+
+
+def render_doctor(info: dict[str, Any]) -> Table:
+    table = Table(box=None, show_header=False)
+    for key in ("mode", "gpu", "capability", "driver", "cuda", "python", "torch", "triton", "cutlass_dsl",
+                "ncu", "compute_sanitizer"):
+        table.add_row(key, str(info.get(key) if info.get(key) is not None else "-"))
+    keys = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in info["api_keys"].items())
+    table.add_row("provider settings", keys)
+    c = info.get("ceilings")
+    if c:
+        table.add_row("ceilings", f"copy {c['copy_gbps']:.0f} GB/s, bf16 {c['bf16_tflops']:.0f} TFLOP/s, "
+                      f"tf32 {c['tf32_tflops']:.0f}, fp32 {c['fp32_tflops']:.0f} ({c.get('source', '')})")
+    return table

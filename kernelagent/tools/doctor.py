@@ -9,8 +9,6 @@ import shutil
 import subprocess
 from typing import Any
 
-from rich.table import Table
-
 KEY_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELAGENT_MODEL")
 
 
@@ -55,17 +53,3 @@ def collect(measure: bool = False) -> dict[str, Any]:
     info["ceilings"] = load_ceilings(gpu) if cuda else None
     info.setdefault("ceilings_file", str(cache_path()))
     return info
-
-
-def render(info: dict[str, Any]) -> Table:
-    table = Table(box=None, show_header=False)
-    for key in ("mode", "gpu", "capability", "driver", "cuda", "python", "torch", "triton", "cutlass_dsl",
-                "ncu", "compute_sanitizer"):
-        table.add_row(key, str(info.get(key) if info.get(key) is not None else "-"))
-    keys = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in info["api_keys"].items())
-    table.add_row("provider settings", keys)
-    c = info.get("ceilings")
-    if c:
-        table.add_row("ceilings", f"copy {c['copy_gbps']:.0f} GB/s, bf16 {c['bf16_tflops']:.0f} TFLOP/s, "
-                      f"tf32 {c['tf32_tflops']:.0f}, fp32 {c['fp32_tflops']:.0f} ({c.get('source', '')})")
-    return table

@@ -11,9 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from kernelagent.problem import ProblemError, inspect_problem
 from kernelagent.verifier import tensorio
@@ -127,16 +124,3 @@ def advice(result: dict[str, Any]) -> str:
         tips.append(f"the output changes by only {var:.1e} across seeds: make get_inputs() draw values "
                     "that matter to the result")
     return "; ".join(tips)
-
-
-def render_audit(result: dict[str, Any]) -> Group:
-    if result.get("error"):
-        return Group(Text(f"audit failed: {result['error']}", style="bold red"))
-    table = Table(box=None, show_header=False)
-    table.add_row("problem", str(result.get("problem")))
-    table.add_row("degenerate", Text("yes", style="bold red") if result["degenerate"] else Text("no", style="green"))
-    table.add_row("trivial answers that pass", ", ".join(result["trivial_answers_that_pass"]) or "none")
-    var = result.get("output_variation_across_seeds")
-    table.add_row("output variation across seeds", f"{var:.2e}" if var is not None else "n/a")
-    table.add_row("advice", result.get("advice", ""))
-    return Group(table)
