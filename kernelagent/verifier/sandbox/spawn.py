@@ -2,6 +2,9 @@
 
 A worker is `python -m kernelagent.verifier.worker`, started in its own session (process group) with
 an environment built from an allowlist: API keys, tokens and proxies never reach candidate code.
+Confined (the default), it is started through `nsinit` (its own user, pid, mount and network
+namespaces) and restricts itself with Landlock and seccomp (`confine`) before any candidate code exists.
+Its stdout and stderr are pipes the parent drains into a bounded tail (`limits.OutputTail`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
+
+from kernelagent.verifier.sandbox import confine, limits
 
 # Variables a worker may inherit. Everything else (API keys, tokens, proxies, credentials) is dropped.
 _ALLOWED_EXACT = {
@@ -126,20 +132,54 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class Started(NamedTuple):
+    proc: subprocess.Popen
+    stdout: limits.OutputTail
+    stderr: limits.OutputTail
+
+
+NSINIT = Path(__file__).with_name("nsinit.py")
+
+
+def worker_command(workdir: Path, prefix: list[str] | None, settings: confine.Settings) -> list[str]:
+    """The worker's command line: under a tool prefix if any, and below the namespace launcher if confined
+    (launcher -> tool -> worker, so the tool and everything it starts live in the sandbox too)."""
+    cmd = [*(prefix or []), sys.executable, "-m", "kernelagent.verifier.worker", str(workdir)]
+    if settings.level == "off":
+        return cmd
+    p = settings.profile
+    flags = [*(["--strict"] if settings.level == "strict" else []), *(["--lo"] if p.loopback else []),
+             *([] if p.private_net else ["--host-net"]), *([] if p.user_ns else ["--no-userns"]),
+             *(["--private-run"] if p.private_run else [])]
+    # folders the worker needs that a private /tmp would hide: its own, and import paths (a GPU image may
+    # unpack packages into /tmp, as the H200's CuTe DSL bundle does)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [p for p in sys.path if p]
+    for own in (workdir, f"{workdir}-out", f"{workdir}-in", *dict.fromkeys(paths)):
+        flags += ["--keep", str(own)]
+    # -I -S: the launcher is stdlib only; it ignores PYTHON* variables and site-packages (10 ms, not 40)
+    return [sys.executable, "-I", "-S", str(NSINIT), *flags, "--", *cmd]
+
+
 def spawn_worker(workdir: Path, mode: str, prefix: list[str] | None = None,
-                 extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+                 extra_env: dict[str, str] | None = None, settings: confine.Settings | None = None) -> Started:
     """Start a worker in its own process group; it imports torch/triton, then waits for a request."""
-    env = scrubbed_env(workdir, mode, extra_env)
-    out = open(workdir / "stdout.log", "wb")  # noqa: SIM115 - owned by the Popen
-    err = open(workdir / "stderr.log", "wb")  # noqa: SIM115
+    settings = settings or confine.Settings()
+    env = scrubbed_env(workdir, mode, {**settings.to_env(), **(extra_env or {})})
+    if settings.level != "off":
+        env.update(confine.sandbox_env())
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     try:
-        return subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "kernelagent.verifier.worker", str(workdir)],
-            stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=str(workdir), env=env,
-            start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(worker_command(workdir, prefix, settings), stdin=subprocess.PIPE, stdout=out_w,
+                                stderr=err_w, cwd=str(workdir), env=env, start_new_session=True, close_fds=True)
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
     finally:
-        out.close()
-        err.close()
+        os.close(out_w)
+        os.close(err_w)
+    return Started(proc, limits.OutputTail(out_r, "stdout"), limits.OutputTail(err_r, "stderr"))
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -185,8 +225,5 @@ def group_rss_mb(pgid: int) -> float:
 
 
 def default_memory_limit_mb() -> int:
-    try:
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        return int(pages * size / 2**20 * 0.75)
-    except (ValueError, OSError):
-        return 16384
+    """3/4 of the memory available now (limits.default_memory_limit_mb)."""
+    return limits.default_memory_limit_mb()

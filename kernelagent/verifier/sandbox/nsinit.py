@@ -1,0 +1,247 @@
+"""Namespace launcher for verifier workers: `python -I -S nsinit.py [flags] -- CMD...` (stdlib only).
+
+Unshares user (root inside mapped to our uid, setgroups denied), pid, mount and network namespaces,
+then forks: the child is PID 1 of the new pid namespace, so when it exits every process it started
+(setsid and double-forked ones too) is killed by the kernel. The child dies with this launcher
+(PR_SET_PDEATHSIG), mounts a private /proc (only the sandbox's own processes) and a size-capped
+private /tmp where it can, brings `lo` up when asked (tool runs), then execs CMD. This process
+waits and exits with the child's status (re-raising a fatal signal), so the parent sees the worker's fate.
+
+What applied goes to CMD's environment (KERNELAGENT_SANDBOX_*), which the worker puts in its report.
+`--probe` prints, as JSON, what this machine allows, and runs nothing.
+"""
+
+from __future__ import annotations
+
+import _signal  # not `signal`: it imports enum, the largest part of this launcher's start-up
+import ctypes
+import os
+import resource
+import struct
+import sys
+
+# imports are kept to the few light ones: this runs once per worker, on the pool's critical path
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+EXIT_REFUSED = 71          # strict confinement could not be had (EX_OSERR)
+TMP_SIZE = "512m"          # the private /tmp is RAM-backed and not in the watchdog's count: keep it small
+NPROC = 4096               # processes + threads of the sandbox (counted in its own user namespace)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def enter_namespaces(want_net: bool, want_user: bool = True) -> tuple[list[str], dict[str, str]]:
+    """Unshare what this machine allows, strongest first; returns the namespaces and why others failed."""
+    uid, gid = os.getuid(), os.getgid()
+    net = CLONE_NEWNET if want_net else 0
+    errors: dict[str, str] = {}
+    try:
+        if not want_user:
+            raise OSError(0, "not asked for")
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | net)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+        return ["user", "pid", "mount"] + (["net"] if net else []), errors
+    except OSError as e:
+        errors["user"] = e.strerror if e.errno == 0 else str(e)
+    try:  # real root without user namespaces: the others still isolate, but the worker keeps root's capabilities
+        _unshare(CLONE_NEWNS | CLONE_NEWPID | net)
+        return ["pid", "mount"] + (["net"] if net else []), errors
+    except OSError as e:
+        errors["pid"] = errors["mount"] = str(e)
+        if net:
+            errors["net"] = str(e)
+    return [], errors
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def private_mounts(keep: list[str], private_run: bool = False) -> dict[str, str]:
+    """In the child (PID 1): this namespace's own /proc, a private /tmp unless a kept dir lives there, and
+    (tool runs, which may open sockets) an empty /run, so no host daemon's socket can be named."""
+    done: dict[str, str] = {}
+    try:
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    except OSError as e:
+        return {"proc": f"host ({e})", "tmp": "host"}
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        done["proc"] = "private"
+    except OSError as e:  # a /proc partly covered by the host (containers) cannot be mounted again
+        done["proc"] = f"host ({e})"
+    tmp = os.path.realpath("/tmp")
+    if any(os.path.realpath(k) == tmp or os.path.realpath(k).startswith(tmp + "/") for k in keep):
+        done["tmp"] = "host (the work dir is in /tmp)"
+    else:
+        try:
+            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+            done["tmp"] = "private"
+        except OSError as e:
+            done["tmp"] = f"host ({e})"
+    if private_run:
+        try:
+            _mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16m,mode=755")
+            done["run"] = "private"
+        except OSError as e:
+            done["run"] = f"host ({e})"
+    return done
+
+
+def loopback_up() -> str:
+    """Bring `lo` up in this network namespace (a tool's front end and its injected library talk over it)."""
+    import _socket
+    import fcntl
+
+    try:
+        s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+        try:
+            req = struct.pack("16sH14x", b"lo", 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, req))[1]
+            fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+        finally:
+            s.close()
+        return "up"
+    except OSError as e:
+        return f"down ({e})"
+
+
+def _limits(userns: bool) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if userns:  # counted per user namespace: only the sandbox's own processes count, so a bound is safe
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        cap = NPROC if hard == resource.RLIM_INFINITY else min(NPROC, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+
+
+def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict) -> None:
+    """PID 1 of the sandbox: dies with the launcher, sets up mounts and loopback, then becomes CMD."""
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
+        env = dict(os.environ)
+        mounts = private_mounts(opts["keep"], opts["run"]) if "mount" in spaces else {"proc": "host", "tmp": "host"}
+        lo = loopback_up() if opts["lo"] and "net" in spaces else ("down" if "net" in spaces else "host")
+        _limits("user" in spaces)
+        env.update(KERNELAGENT_SANDBOX_NS=",".join(spaces), KERNELAGENT_SANDBOX_PROC=mounts["proc"],
+                   KERNELAGENT_SANDBOX_TMP=mounts["tmp"], KERNELAGENT_SANDBOX_RUN=mounts.get("run", "host"),
+                   KERNELAGENT_SANDBOX_LO=lo,
+                   KERNELAGENT_SANDBOX_NS_ERRORS="; ".join(f"{k}: {v}" for k, v in errors.items()))
+        os.execvpe(cmd[0], cmd, env)
+    except OSError as e:
+        print(f"kernelagent sandbox: cannot start {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    os._exit(127)
+
+
+def _refuse(why: str) -> None:
+    print(f"kernelagent sandbox: strict confinement refused: {why}", file=sys.stderr, flush=True)
+    os._exit(EXIT_REFUSED)
+
+
+def _relay(pid: int) -> None:
+    """Wait for the child and leave the same way: its exit status, or its fatal signal re-raised."""
+    os.close(0)  # the request pipe belongs to the worker: its end-of-file must not wait for this process
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        _signal.signal(sig, _signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _parse(argv: list[str]) -> tuple[dict, list[str]]:
+    opts: dict = {"strict": False, "lo": False, "net": True, "user": True, "run": False, "keep": [], "probe": False}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        arg = argv[i]
+        if arg == "--keep":
+            opts["keep"].append(argv[i + 1])
+            i += 1
+        elif arg in ("--strict", "--lo", "--probe"):
+            opts[arg[2:]] = True
+        elif arg == "--private-run":
+            opts["run"] = True
+        elif arg == "--host-net":
+            opts["net"] = False
+        elif arg == "--no-userns":  # keep the host's user namespace (tools that need real capabilities)
+            opts["user"] = False
+        else:
+            raise SystemExit(f"nsinit: unknown option {arg}")
+        i += 1
+    return opts, argv[i + 1:]
+
+
+def probe() -> dict:
+    """What this machine allows, tried in a throw-away child (this process is left as it was)."""
+    import json
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        spaces, errors = enter_namespaces(True)
+        result = {"namespaces": spaces, "errors": errors}
+        if "pid" in spaces:
+            inner = os.fork()
+            if inner == 0:
+                result.update(private_mounts([]) if "mount" in spaces else {})
+                result["loopback"] = loopback_up() if "net" in spaces else "host"
+                os.write(w, json.dumps(result).encode())
+                os._exit(0)
+            os.waitpid(inner, 0)
+        else:
+            os.write(w, json.dumps(result).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data or b"{}")
+
+
+def main(argv: list[str]) -> None:
+    opts, cmd = _parse(argv)
+    if opts["probe"]:
+        import json
+        print(json.dumps(probe()))
+        return
+    if not cmd:
+        raise SystemExit("nsinit: no command after --")
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # inherited by everything below: no setuid gains
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    spaces, errors = enter_namespaces(opts["net"], opts["user"])
+    wanted = {"pid", "mount"} | ({"net"} if opts["net"] else set()) | ({"user"} if opts["user"] else set())
+    if opts["strict"] and not wanted <= set(spaces):
+        _refuse("; ".join(f"{k} namespace: {v}" for k, v in errors.items()) or "namespaces unavailable")
+    if "pid" not in spaces:  # nothing to be PID 1 of: become the command itself
+        _child(cmd, spaces, errors, opts)
+    pid = os.fork()
+    if pid == 0:
+        _child(cmd, spaces, errors, opts)
+    _relay(pid)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,138 @@
+"""The namespace launcher: the command runs as PID 1 of its own user, pid, mount and network namespaces,
+everything it starts dies with it, its exit status and fatal signal reach the parent unchanged, and
+strict refuses to run without the namespaces."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from kernelagent.verifier.sandbox import confine
+from kernelagent.verifier.sandbox.spawn import NSINIT
+
+LAUNCH = [sys.executable, "-I", "-S", str(NSINIT)]
+
+pytestmark = pytest.mark.skipif("user" not in confine.probe().get("namespaces", []),
+                                reason="this machine cannot create user namespaces")
+
+
+def _run(flags: list[str], script: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAUNCH, *flags, "--", sys.executable, "-I", "-S", "-c", script],
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def _alive_with(marker: str) -> list[int]:
+    """Processes anywhere on the machine whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_command_is_pid_1_of_fresh_namespaces_with_only_its_own_processes_visible():
+    script = ("import json, os; print(json.dumps([os.getpid(), os.getppid(), "
+              "sorted(p for p in os.listdir('/proc') if p.isdigit()), open('/proc/self/uid_map').read().split(), "
+              "os.environ['KERNELAGENT_SANDBOX_NS'], os.environ['KERNELAGENT_SANDBOX_PROC']]))")
+    out = _run([], script)
+    assert out.returncode == 0, out.stderr
+    pid, ppid, procs, uid_map, spaces, proc = json.loads(out.stdout)
+    assert (pid, ppid) == (1, 0)             # PID 1; the parent is outside the namespace
+    assert procs == ["1"]                    # a private /proc: no other process of the machine is visible
+    assert uid_map == ["0", str(os.getuid()), "1"]   # one uid mapped: root inside is us outside
+    assert spaces == "user,pid,mount,net" and proc == "private"
+
+
+def test_a_setsid_double_forked_child_dies_with_the_command():
+    marker = f"ka-orphan-{uuid.uuid4().hex}"
+    script = ("import os, subprocess, sys\n"
+              f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', '{marker}'], "
+              "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              "print('started', flush=True)\n")
+    out = _run([], script)
+    assert out.returncode == 0 and "started" in out.stdout, out.stderr
+    deadline = time.monotonic() + 30
+    while _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive_with(marker) == []
+    # control: the same script without the launcher leaves the child running
+    plain = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0
+    left = _alive_with(marker)
+    assert left, "the control should leave its setsid child behind"
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_exit_status_and_fatal_signal_reach_the_parent():
+    assert _run([], "import sys; sys.exit(7)").returncode == 7
+    crash = _run([], "import ctypes; ctypes.string_at(0)")
+    assert crash.returncode == -signal.SIGSEGV
+
+
+def test_killing_the_launcher_kills_the_command():
+    marker = f"ka-pdeath-{uuid.uuid4().hex}"
+    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, "-c", "import time; time.sleep(120)", marker])
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _alive_with(marker), "the command did not start"
+        os.kill(proc.pid, signal.SIGKILL)  # the launcher alone, not its group
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(marker) == []
+    finally:
+        for pid in _alive_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_loopback_is_up_only_when_asked():
+    script = "print('lo', __import__('os').environ['KERNELAGENT_SANDBOX_LO'])"
+    assert _run([], script).stdout.split()[1] == "down"
+    assert _run(["--lo"], script).stdout.split()[1] == "up"
+
+
+def test_private_tmp_hides_the_hosts_and_keeps_nothing():
+    name = f"/tmp/ka-nsinit-{uuid.uuid4().hex}"
+    out = _run([], f"open('{name}', 'w').write('x'); print(__import__('os').environ['KERNELAGENT_SANDBOX_TMP'])")
+    assert out.stdout.strip() == "private", out.stderr
+    assert not os.path.exists(name)
+    kept = _run(["--keep", "/tmp/somewhere"], "print(__import__('os').environ['KERNELAGENT_SANDBOX_TMP'])")
+    assert kept.stdout.startswith("host")  # a work dir under /tmp must stay visible
+
+
+def test_strict_refuses_without_namespaces_and_auto_runs_without_them():
+    """Namespaces taken away by a seccomp filter (unshare refused): strict exits with the layer named."""
+    deny = ("import os, sys; sys.path.insert(0, %r); from kernelagent.verifier.sandbox import confine, seccomp; "
+            "seccomp.install(confine.PROFILES['tool']); os.execv(sys.argv[1], sys.argv[1:])")
+    repo = str(NSINIT.resolve().parents[3])
+    base = [sys.executable, "-c", deny % repo, *LAUNCH]
+    strict = subprocess.run([*base, "--strict", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert strict.returncode == 71
+    assert "strict confinement refused" in strict.stderr and "user namespace" in strict.stderr
+    auto = subprocess.run([*base, "--", "sh", "-c", 'echo "[$KERNELAGENT_SANDBOX_NS]"'], capture_output=True,
+                          text=True, timeout=60)
+    assert auto.returncode == 0 and auto.stdout.strip() == "[]", auto.stderr
+
+
+def test_private_run_hides_host_daemons_sockets():
+    """Tool runs may open sockets, and Landlock does not cover connecting to a unix socket by path: their
+    /run is an empty one of their own."""
+    out = _run(["--private-run"], "import os; print(os.listdir('/run'), os.environ['KERNELAGENT_SANDBOX_RUN'])")
+    assert out.stdout.strip() == "[] private", out.stderr
+    assert os.listdir("/run"), "the host's /run is untouched"
