@@ -131,6 +131,10 @@ class StringFolding:
         return None
 
     def _fold_items(self, expr: ast.AST, scope: Scope, depth: int) -> list[str] | None:
+        if isinstance(expr, ast.Name) and depth <= _MAX_DEPTH:  # a name bound once to a list of strings
+            bindings = self.lookup(expr.id, scope)
+            if len(bindings) == 1 and bindings[0][0] == "expr" and isinstance(bindings[0][1], ast.List | ast.Tuple):
+                return self._fold_items(bindings[0][1], bindings[0][2], depth + 1)
         if isinstance(expr, (ast.List, ast.Tuple)):
             items = [self.fold(e, scope, depth) for e in expr.elts]
             return None if any(i is None for i in items) else items  # type: ignore[return-value]

@@ -7,10 +7,11 @@ import ast
 from kernelagent.verifier.policy.findings import Reporter, short
 from kernelagent.verifier.policy.graph import ROOT_METHODS, CallGraph
 from kernelagent.verifier.policy.names import Resolver
-from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, walk_local
+from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, header, walk_local
 from kernelagent.verifier.policy.tables import (
     BUILTIN_TENSOR_COMPUTE,
     NN_MODULE_OK_METHODS,
+    OP_WRAPPERS,
     OPERATOR_ALWAYS,
     STREAM_CALLS,
     TENSOR_ALLOWED_METHODS,
@@ -29,6 +30,8 @@ _CONTAINER_METHODS = frozenset({
     "index", "count", "remove", "clear", "appendleft", "discard", "copy",
 })
 _EINOPS_COMPUTE = frozenset({"reduce", "einsum"})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_HOST_READS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
 _LITERALS = (ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.ListComp, ast.DictComp)
 
 
@@ -51,6 +54,8 @@ def torch_call_allowed(qual: str) -> bool:
 def _call_on_result_allowed(qual: str) -> bool:
     base, _, rest = qual.partition("()")
     method = rest.lstrip(".").split(".")[0].split("(")[0]
+    if base in OP_WRAPPERS:  # the candidate's own operator: its implementation is checked where it is defined
+        return True
     if base in TORCH_ALLOWED_CALLS:
         return method in TENSOR_ALLOWED_METHODS if TORCH_ALLOWED_CALLS[base] else True
     if is_nn_module_instance(qual):
@@ -77,6 +82,7 @@ class ForwardChecker:
         self, info: ModuleInfo, resolver: Resolver, graph: CallGraph, tensors: TensorFacts, report: Reporter,
     ) -> None:
         self.info, self.r, self.graph, self.tensors, self.report = info, resolver, graph, tensors, report
+        self._loops = 0  # loops and comprehensions around the node being visited
 
     def run(self) -> None:
         for func in self.graph.forward_functions():
@@ -102,8 +108,20 @@ class ForwardChecker:
 
     # --- traversal ----------------------------------------------------------------------------
     def _visit(self, node: ast.AST, scope: Scope) -> None:
-        if isinstance(node, _NESTED):
+        if isinstance(node, _NESTED):  # what runs at the statement: a class body, decorators, defaults, bases
+            for part in header(node):
+                self._visit(part, self.info.scope_at(part, scope))
             return
+        if isinstance(node, _LOOPS):
+            self._loops += 1
+            try:
+                self._visit_children(node, scope)
+            finally:
+                self._loops -= 1
+            return
+        self._visit_children(node, scope)
+
+    def _visit_children(self, node: ast.AST, scope: Scope) -> None:
         if isinstance(node, ast.Call):
             self._check_call(node, scope)
             for child in self._call_children(node):
@@ -142,6 +160,10 @@ class ForwardChecker:
     def _check_call(self, call: ast.Call, scope: Scope) -> None:
         access = self.r.attr_access(call.func, scope)
         built = " (attribute name built from strings)" if access and access[2] else ""
+        if access is not None and self._loops and access[1] in _HOST_READS and not isinstance(access[0], _LITERALS):
+            self._flag(call, f"`{short(call.func)}(...)` in a loop reads tensor values one by one, computing on the "
+                             "host in the forward path")
+            return
         if access is not None and self.tensors.is_tensor(access[0], scope):
             if access[1] not in TENSOR_ALLOWED_METHODS and access[1] not in _CONTAINER_METHODS:
                 self._flag(call, f"`{short(call.func)}(...)` calls the tensor method .{access[1]}(){built}, "
@@ -164,6 +186,8 @@ class ForwardChecker:
             self._flag(call, f"{label} runs PyTorch code in the forward path")
         elif root == "numpy" and self._tensor_args(call, scope):
             self._flag(call, f"{label} computes on tensors with NumPy in the forward path")
+        elif root in ("math", "cmath", "statistics") and self._tensor_args(call, scope):
+            self._flag(call, f"{label} computes on tensor values on the host in the forward path")
         elif root == "builtins" and rest in BUILTIN_TENSOR_COMPUTE and self._tensor_args(call, scope):
             self._flag(call, f"{label} on tensors computes in PyTorch in the forward path")
         elif root == "operator" and rest not in _OPERATOR_NEUTRAL and (
@@ -183,6 +207,8 @@ class ForwardChecker:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult):
                 self._flag(node, f"`{short(node)}` multiplies matrices in PyTorch in the forward path")
+            elif _sequence_op(node):
+                pass  # (t,) + (None,) * 7 builds a tuple
             elif is_tensor(node.left, scope) or is_tensor(node.right, scope):
                 self._flag(node, f"tensor arithmetic `{short(node)}` runs in PyTorch in the forward path")
         elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
@@ -220,7 +246,7 @@ class ForwardChecker:
     def _reaches_kernel(self, body: list[ast.stmt], scope: Scope) -> bool:
         for stmt in body:
             for node in walk_local(stmt):
-                if isinstance(node, ast.Call) and self._call_reaches_kernel(node, scope):
+                if isinstance(node, ast.Call) and self._call_reaches_kernel(node, self.info.scope_at(node, scope)):
                     return True
         return False
 
@@ -244,12 +270,13 @@ class ForwardChecker:
         for node in self.info.body_nodes(func.node):
             if not isinstance(node, ast.Call):
                 continue
-            access = self.r.attr_access(node.func, func.scope)
+            scope = self.info.scope_at(node, func.scope)
+            access = self.r.attr_access(node.func, scope)
             if access is not None and access[1] not in TENSOR_ALLOWED_METHODS:
-                if self.tensors.is_tensor(access[0], func.scope):
+                if self.tensors.is_tensor(access[0], scope):
                     self._flag(node, f"`{short(node.func)}(...)` computes on a torch tensor inside kernel code")
                     continue
-            for val in self.r.resolve(node.func, func.scope):
+            for val in self.r.resolve(node.func, scope):
                 if val.kind == "ref" and val.name.startswith("torch.") and not torch_call_allowed(val.name):
                     self._flag(node, f"`{short(node.func)}(...)` calls PyTorch inside kernel code; it runs in "
                                      "PyTorch each time the kernel is traced or called")
@@ -259,6 +286,13 @@ def _also(node: ast.AST, qual: str) -> str:
     text = short(node)
     shown = qual.replace("()", "(...)")
     return "" if text == qual else f" (that is {shown})"
+
+
+def _sequence_op(node: ast.BinOp) -> bool:
+    """Concatenating or repeating tuple/list displays, not arithmetic on their elements."""
+    def display(expr: ast.expr) -> bool:
+        return isinstance(expr, ast.Tuple | ast.List) or isinstance(expr, ast.BinOp) and _sequence_op(expr)
+    return isinstance(node.op, ast.Add | ast.Mult) and (display(node.left) or display(node.right))
 
 
 def _reraises(handler: ast.ExceptHandler) -> bool:

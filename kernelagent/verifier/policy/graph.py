@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelagent.verifier.policy.handed import Handed
 from kernelagent.verifier.policy.names import Resolver
 from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, Val
 
@@ -17,8 +18,17 @@ _OP_DECORATORS = frozenset({
     "torch.library.custom_op", "torch.library.triton_op", "torch.library.impl", "torch.library.register_kernel",
     "torch._library.triton.triton_op", "torch._library.custom_ops.custom_op",
 })
+_OP_MAKERS = frozenset({
+    "torch.library.custom_op", "torch.library.triton_op", "torch._library.triton.triton_op",
+    "torch._library.custom_ops.custom_op",
+})
 DSL_DECORATORS = frozenset({"jit", "kernel", "autotune", "heuristics", "constexpr_function", "dsl_user_op"})
-_REGISTRARS = frozenset({"register_autograd", "register_kernel", "impl", "register_torch_dispatch"})
+# Special methods of the candidate's classes (and module-level `__getattr__`, `__dir__`) run when something
+# else handles its objects: the harness flattening, iterating, converting or printing an output, a class
+# statement or subscript in forward (`__init_subclass__`, `__set_name__`, `__class_getitem__`), a descriptor
+# read. They count as forward code; construction is followed where objects are made.
+_CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__del__"})
+_OP_OBJECTS = ("torch.library.custom_op()", "torch.library.triton_op()")
 
 
 def _is_dsl_decorator(qual: str) -> bool:
@@ -35,8 +45,16 @@ class CallGraph:
         self._mark_dsl()
         self._collect_custom_ops()
         self.edges: dict[ast.AST, set[ast.AST]] = {node: self._edges(f) for node, f in info.funcs.items()}
-        self.roots = self._roots()
+        self.setup_contexts = self._setup_contexts()
+        handed = Handed(info, resolver)
+        self.hooks = handed.hooks  # called by library code during launches and construction
+        self.op_bodies: set[ast.AST] = set()
+        self.roots = self._roots() | self.hooks
         self.path = self._reach(self.roots)
+        if self._calls_ops(self.path):  # an operator runs: the functions registered for it run too
+            self.op_bodies = handed.registered
+            self.roots |= self.op_bodies
+            self.path = self._reach(self.roots)
         self.kernel_funcs = self._kernel_funcs()
 
     # --- setup --------------------------------------------------------------------------------
@@ -61,6 +79,8 @@ class CallGraph:
     def _collect_custom_ops(self) -> None:
         for func in self.info.funcs.values():
             for dec, vals in self.decorator_vals(func):
+                if any(v.kind == "ref" and v.name in _OP_MAKERS for v in vals):
+                    self.r.op_funcs.add(func.node)  # the name now stands for an operator object
                 if not isinstance(dec, ast.Call) or not dec.args:
                     continue
                 if not any(v.kind == "ref" and v.name in _OP_DECORATORS for v in vals):
@@ -69,7 +89,7 @@ class CallGraph:
                 if name and "::" in name:
                     namespace, _, op = name.partition("::")
                     self.r.custom_ops[f"torch.ops.{namespace}.{op.split('.')[0]}"] = func
-        self.r.reset()
+        self.r.settle()
 
     # --- edges --------------------------------------------------------------------------------
     def _edges(self, func: FuncInfo) -> set[ast.AST]:
@@ -77,7 +97,7 @@ class CallGraph:
             return set()
         out: set[ast.AST] = {v.node for _, vals in self.decorator_vals(func) for v in vals if v.kind == "func"}
         for node in self.info.body_nodes(func.node):
-            out |= self._node_targets(node, func.scope)
+            out |= self._node_targets(node, self.info.scope_at(node, func.scope))
         out.discard(func.node)
         return out
 
@@ -128,26 +148,44 @@ class CallGraph:
             if self.r.is_autograd(cls):
                 for name in AUTOGRAD_METHODS:
                     roots |= {v.node for v in self.r.class_attr(cls, name) if v.kind == "func"}
-        return roots | self._registered_functions()
+        return roots | self._special_methods()
 
-    def _registered_functions(self) -> set[ast.AST]:
-        """Functions handed to torch.library (kernels, autograd formulas): they run when the op runs."""
+    def _setup_contexts(self) -> set[ast.AST]:
+        """Functions given as `setup_context=`: their `inputs` mix tensors with the op's other arguments."""
         out: set[ast.AST] = set()
-        for node, func in self.info.funcs.items():
-            for dec, vals in self.decorator_vals(func):
-                names = {v.name for v in vals if v.kind == "ref"}
-                if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr in _REGISTRARS:
-                    out.add(node)
-                elif any(n.startswith("torch.library.") and "fake" not in n for n in names):
-                    out.add(node)
         for call, scope in self.info.calls:
-            attr = call.func.attr if isinstance(call.func, ast.Attribute) else ""
-            names = {v.name for v in self.r.resolve(call.func, scope) if v.kind == "ref"}
-            library = any(n.startswith("torch.library.") and "fake" not in n for n in names)
-            if library or attr in _REGISTRARS:
-                for arg in [*call.args, *[k.value for k in call.keywords]]:
-                    out |= {v.node for v in self.r.resolve(arg, scope) if v.kind == "func"}
+            for kw in call.keywords:
+                if kw.arg == "setup_context":
+                    out |= {v.node for v in self.r.resolve(kw.value, scope) if v.kind == "func"}
         return out
+
+    def _special_methods(self) -> set[ast.AST]:
+        return {f.node for f in self.info.funcs.values() if not f.dsl and (f.cls is not None or f.scope.parent is
+                self.info.scope) and isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and f.node.name.startswith("__") and f.node.name.endswith("__") and f.node.name not in _CONSTRUCTION}
+
+    def _calls_ops(self, path: set[ast.AST]) -> bool:
+        """Whether code on the path may call an operator the candidate registered (or one it cannot name)."""
+        for node in path:
+            func = self.info.funcs[node]
+            if func.dsl:
+                continue
+            for call in (n for n in self.info.body_nodes(node) if isinstance(n, ast.Call)):
+                if self._may_be_op(call, self.info.scope_at(call, func.scope), unknown=node not in self.hooks):
+                    return True
+        return False
+
+    def _may_be_op(self, call: ast.Call, scope: Scope, unknown: bool) -> bool:
+        """A call of an operator: by name, an op object, one of the candidate's decorated ops, or (unless the
+        caller is a library callback, whose arguments come from the library) a callable from nowhere."""
+        vals = self.r.resolve(call.func, scope)
+        if not vals:
+            return unknown and isinstance(call.func, ast.Name | ast.Call)  # a parameter, getattr(...)(...)
+        if any(v.kind == "func" and v.node in self.r.op_funcs for v in vals):
+            return True
+        names = [v.name for v in vals if v.kind == "ref"]
+        return any(n.startswith("torch.ops.") or n.startswith(_OP_OBJECTS) or n == "builtins.getattr()"
+                   for n in names)
 
     def _reach(self, roots: set[ast.AST]) -> set[ast.AST]:
         seen: set[ast.AST] = set()
@@ -178,7 +216,8 @@ class CallGraph:
         kernel = {node for node, f in self.info.funcs.items() if f.dsl}
         for node, func in self.info.funcs.items():
             if not func.dsl and any(
-                isinstance(n, ast.Call) and self.is_launch(n, func.scope) for n in self.info.body_nodes(func.node)
+                isinstance(n, ast.Call) and self.is_launch(n, self.info.scope_at(n, func.scope))
+                for n in self.info.body_nodes(func.node)
             ):
                 kernel.add(node)
         changed = True

@@ -6,15 +6,21 @@ from __future__ import annotations
 import ast
 import re
 
+from kernelagent.verifier.policy.canon import canonical, canonical_name, ends_process, private_home, private_path
 from kernelagent.verifier.policy.findings import Reporter, short
 from kernelagent.verifier.policy.names import Resolver
 from kernelagent.verifier.policy.scopes import ModuleInfo, Scope
 from kernelagent.verifier.policy.tables import (
     ALLOWED_IMPORT_ROOTS,
+    ATTR_RULES,
     BANNED,
     CUSTREAM_TYPES,
+    FILE_GLOBALS,
     INTROSPECTION_ATTRS,
+    INTROSPECTION_GLOBALS,
+    MODULE_LIKE_ATTRS,
     OS_OK,
+    OUTSIDE_ATTR_RULES,
     PATCH_ATTRS,
     REFERENCE_MODULES,
     REFERENCE_NAMES,
@@ -25,6 +31,7 @@ from kernelagent.verifier.policy.tables import (
     TORCH_MODULE_BASES,
     TORCH_OP_NAMESPACES,
     TORCH_TENSOR_BASES,
+    TORCH_UTILS_OK,
 )
 
 _HOOK = re.compile(r"^_?register_\w*hook\w*$")
@@ -43,6 +50,8 @@ _DYNAMIC_GETTERS = frozenset({
     "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.object.__getattribute__",
     "builtins.type.__getattribute__",
 })
+_GETTER_VALUES = _DYNAMIC_GETTERS | {"operator.attrgetter", "operator.methodcaller"}
+_OWN = ("self", "inst", "class", "func", "super")
 _SETTERS = frozenset({
     "builtins.setattr", "builtins.delattr", "builtins.object.__setattr__", "builtins.object.__delattr__",
     "builtins.type.__setattr__", "builtins.type.__delattr__",
@@ -61,10 +70,42 @@ def banned_prefix(qual: str) -> str | None:
     return None
 
 
+_TYPE_NODES = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Constant,
+               ast.BinOp, ast.BitOr, ast.Load)
+
+
+def _literal_type(expr: ast.expr) -> bool:
+    name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else ""
+    return name == "Literal"
+
+
+def _type_expression(text: str) -> bool:
+    """`"torch.Tensor"`, `"list[int] | None"`: names, subscripts and unions only."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return False
+    return all(isinstance(n, _TYPE_NODES) for n in ast.walk(tree)) and all(
+        isinstance(n.op, ast.BitOr) for n in ast.walk(tree) if isinstance(n, ast.BinOp))
+
+
+def _shown(qual: str) -> str:
+    return qual.replace("()", "(...)")
+
+
 def banned_rule(qual: str) -> str | None:
     """The rule covering a qualified name, if any."""
     prefix = banned_prefix(qual)
     return None if prefix is None else BANNED[prefix]
+
+
+def unlisted_torch_utils(qual: str) -> str | None:
+    """`torch.utils.<m>` for a module m a kernel may not use (torch.utils is a toolbox: profilers, writers,
+    benchmarks, tracers), else None."""
+    parts = qual.replace("()", "").split(".")
+    if parts[:2] != ["torch", "utils"] or len(parts) < 3 or parts[2] in TORCH_UTILS_OK:
+        return None
+    return ".".join(parts[:3])
 
 
 class ModuleChecker:
@@ -72,6 +113,9 @@ class ModuleChecker:
 
     def __init__(self, info: ModuleInfo, resolver: Resolver, report: Reporter) -> None:
         self.info, self.r, self.report = info, resolver, report
+        self.imported_roots = {  # roots the file imports itself: reported at the import, not at each use
+            a.name.split(".")[0] for n, _ in info.nodes if isinstance(n, ast.Import) for a in n.names
+        } | {n.module.split(".")[0] for n, _ in info.nodes if isinstance(n, ast.ImportFrom) and n.module}
 
     def run(self) -> None:
         for node, scope in self.info.nodes:
@@ -89,24 +133,46 @@ class ModuleChecker:
 
     def _maximal(self, node: ast.AST) -> bool:
         parent = self.info.parents.get(node)
-        return not (isinstance(parent, ast.Attribute) and parent.value is node)
+        return not (isinstance(parent, ast.Attribute) and parent.value is node and isinstance(parent.ctx, ast.Load))
 
     def _classify(self, qual: str, node: ast.AST, note: str = "") -> None:
-        prefix = banned_prefix(qual)
+        """Judge what a name denotes: its canonical name, and the home of the object when that differs."""
         label = f"`{short(node)}`{note}"
-        if prefix is not None:
-            rule = BANNED[prefix]
-            shown = prefix.removeprefix("builtins.")
-            self.report.add(rule, node, f"{label} uses {shown}")
+        if self._banned(qual, node, label):
+            return
+        found = canonical(qual)
+        home = found.home
+        if home is not None and self._banned(home, node, f"{label} (that is {home})"):
+            return
+        utils = unlisted_torch_utils(qual) or (unlisted_torch_utils(home) if home else None)
+        if utils is not None and not private_path(utils):
+            self.report.add("forbidden_import", node, f"{label} reaches {utils}, which is not on the allowed list")
             return
         root, _, rest = qual.partition(".")
         first = rest.split(".")[0].split("(")[0]
-        if root == "os" and first and first not in OS_OK:
+        if root in REFERENCE_MODULES and root not in self.imported_roots:
+            self.report.add("reference_access", node, f"{label} reaches `{qual}`, the reference problem or the "
+                                                      "verifier")
+        elif root == "os" and first and first not in OS_OK:
             self.report.add("forbidden_import", node, f"{label} uses os.{first}, which is not allowed", "suspect")
         elif root == "sys" and first and first not in SYS_OK:
             self.report.add("introspection", node, f"{label} uses sys.{first}, which is not allowed", "suspect")
-        elif root == "torch" and any(p.startswith("_") and not p.startswith("__") for p in qual.split(".")):
-            self.report.add("introspection", node, f"{label} reaches into private PyTorch internals", "suspect")
+        elif private_path(qual):
+            self.report.add("introspection", node, f"{label} reaches into private internals ({_shown(qual)})",
+                            "suspect")
+        elif private_home(found):
+            self.report.add("introspection", node, f"{label} is {home}, private internals", "suspect")
+        elif root not in ALLOWED_IMPORT_ROOTS | {"builtins"} | self.imported_roots:
+            self.report.add("forbidden_import", node, f"{label} reaches module '{root}' ({_shown(qual)}), which is "
+                                                      "not on the allowed list")
+
+    def _banned(self, qual: str, node: ast.AST, label: str) -> bool:
+        prefix = banned_prefix(qual)
+        if prefix is None:
+            return False
+        shown = prefix.removeprefix("builtins.")
+        self.report.add(BANNED[prefix], node, f"{label} uses {shown}")
+        return True
 
     def _check_chain(self, node: ast.AST, scope: Scope, note: str = "") -> None:
         if not self._maximal(node):
@@ -116,20 +182,61 @@ class ModuleChecker:
             return  # a value computed by a call; the call itself is where it is reported
         for qual in refs:
             self._classify(qual, node, note)
+            if ends_process(qual) and not self._only_caught(node, scope):
+                self.report.add("process_exit", node, f"`{short(node)}` is {_shown(qual)}, which ends the process "
+                                                      "or the call outside the ordinary error path")
+
+    def _only_caught(self, node: ast.AST, scope: Scope) -> bool:
+        """The name is what an `except` clause catches (without keeping it) or the type an isinstance() tests."""
+        child, parent = node, self.info.parents.get(node)
+        while isinstance(parent, ast.Tuple):
+            child, parent = parent, self.info.parents.get(parent)
+        if isinstance(parent, ast.ExceptHandler):
+            return parent.type is child and parent.name is None
+        if isinstance(parent, ast.Call) and len(parent.args) == 2 and parent.args[1] is child:
+            return bool(set(self._refs(parent.func, scope)) & {"builtins.isinstance", "builtins.issubclass"})
+        return False
 
     def _check_attr_name(self, name: str, node: ast.AST, base: ast.expr, scope: Scope) -> None:
+        for part in name.split("."):  # attrgetter("a.b") reads a, then b
+            self._check_one_attr(part, node, base, scope)
+
+    def _check_one_attr(self, name: str, node: ast.AST, base: ast.expr, scope: Scope) -> None:
         if name in INTROSPECTION_ATTRS:
-            self.report.add("introspection", node, f"`{short(node)}` reads {name}, which exposes frames, code "
-                                                   "or class internals")
+            self.report.add("introspection", node, f"`{short(node)}` reads {name}, which exposes frames, code, "
+                                                   "closures or class internals")
+        if name in ATTR_RULES:
+            self.report.add(ATTR_RULES[name], node, f"`{short(node)}` uses .{name}")
+        if name in OUTSIDE_ATTR_RULES and not self._own_attr(base, name, scope):
+            self.report.add(OUTSIDE_ATTR_RULES[name], node, f"`{short(node)}` uses .{name} of an object the "
+                                                            "candidate did not define it on")
+        if name in MODULE_LIKE_ATTRS and not any("()" not in q for q in self._refs(base, scope)):
+            if not any(v.kind in _OWN for v in self.r.resolve(base, scope)):
+                self.report.add("introspection", node, f"`{short(node)}` reads an attribute named like the module "
+                                                       f"{name} from a value that is not known", "suspect")
         if name in REFERENCE_NAMES:
             self.report.add("reference_access", node, f"`{short(node)}` reaches the reference's {name}")
-        if name == "__dict__" and self._external(base, scope) and not self._const_subscripted(node, scope):
-            self.report.add("dynamic_attr", node, f"`{short(node)}` reads a module's namespace as a dict; what "
-                                                  "is taken from it is not visible", "suspect")
+        if name == "__dict__":
+            vals = self.r.resolve(base, scope)
+            if not vals or any(v.kind not in _OWN for v in vals):
+                owner = self._external(base, scope)
+                what = f"the namespace of {owner}" if owner else "the namespace of an object it did not create"
+                self.report.add("introspection", node, f"`{short(node)}` reads {what} as a dict",
+                                "violation" if owner else "suspect")
 
-    def _const_subscripted(self, node: ast.AST, scope: Scope) -> bool:
-        parent = self.info.parents.get(node)
-        return isinstance(parent, ast.Subscript) and self.r.fold(parent.slice, scope) is not None
+    def _own_attr(self, base: ast.expr, name: str, scope: Scope) -> bool:
+        """`base.name` is an attribute the candidate defines on its own class (or instance)."""
+        vals = self.r.resolve(base, scope)
+        return bool(vals) and all(
+            v.kind in ("self", "inst", "class") and v.node in self.info.classes and self.r.defines(v.node, name)
+            for v in vals
+        )
+
+    def _foreign_class(self, expr: ast.expr, scope: Scope) -> bool:
+        """`type(x)` or `x.__class__` where x is not one of the candidate's own objects."""
+        is_type = isinstance(expr, ast.Call) and len(expr.args) == 1 and "builtins.type" in self._refs(expr.func, scope)
+        is_class = isinstance(expr, ast.Attribute) and expr.attr == "__class__"
+        return (is_type or is_class) and not any(v.kind == "class" for v in self.r.resolve(expr, scope))
 
     # --- imports ------------------------------------------------------------------------------
     def _on_Import(self, node: ast.Import, scope: Scope) -> None:
@@ -155,12 +262,18 @@ class ModuleChecker:
             self.report.add("reference_access", node, f"importing `{module}`{note} reaches the reference problem "
                                                       "or the verifier")
             return
-        rule = banned_rule(module)
+        real = canonical_name(module) if root in ALLOWED_IMPORT_ROOTS else module  # `from torch import os` is os
+        shown = module if real == module else f"{module}` (that is `{real}"
+        rule = banned_rule(module) or banned_rule(real)
+        utils = unlisted_torch_utils(real)
         if rule is not None:
-            self.report.add(rule, node, f"importing `{module}`{note} is not allowed")
-        elif root not in ALLOWED_IMPORT_ROOTS:
-            self.report.add("forbidden_import", node, f"importing `{module}`{note} is not allowed (module "
-                                                      f"'{root}' is not on the allowed list)")
+            self.report.add(rule, node, f"importing `{shown}`{note} is not allowed")
+        elif utils is not None and not private_path(utils):
+            self.report.add("forbidden_import", node, f"importing `{shown}`{note} is not allowed ({utils} is not "
+                                                      "on the allowed list)")
+        elif root not in ALLOWED_IMPORT_ROOTS or real.split(".")[0] not in ALLOWED_IMPORT_ROOTS | {"builtins"}:
+            self.report.add("forbidden_import", node, f"importing `{shown}`{note} is not allowed (module "
+                                                      f"'{real.split('.')[0]}' is not on the allowed list)")
 
     def _check_star(self, module: str, node: ast.AST) -> None:
         root = module.split(".")[0]
@@ -169,20 +282,41 @@ class ModuleChecker:
         elif root == "torch":
             self.report.add("dynamic_attr", node, f"`from {module} import *` hides which PyTorch functions are "
                                                   "used", "suspect")
+        else:  # a module without __all__ hands out everything it imported (os, sys, ...) under bare names
+            self.report.add("dynamic_attr", node, f"`from {module} import *` hides which names it brings in",
+                            "suspect")
 
     # --- names --------------------------------------------------------------------------------
     def _on_Name(self, node: ast.Name, scope: Scope) -> None:
         if node.id in REFERENCE_NAMES:
             self.report.add("reference_access", node, f"`{node.id}` is the reference problem's name")
-        if node.id == "__builtins__":
-            self.report.add("introspection", node, "`__builtins__` exposes the interpreter's built-in namespace")
+        if node.id in FILE_GLOBALS:
+            self.report.add("file_io", node, f"`{node.id}` is the path of the candidate's own file; a kernel "
+                                              "needs no paths")
+        if node.id in INTROSPECTION_GLOBALS:
+            self.report.add("introspection", node, f"`{node.id}` exposes the module's loader or the interpreter's "
+                                                   "built-in namespace")
         if isinstance(node.ctx, ast.Load):
             self._check_chain(node, scope)
+            self._check_getter_value(node, scope)
 
     def _on_Attribute(self, node: ast.Attribute, scope: Scope) -> None:
         self._check_attr_name(node.attr, node, node.value, scope)
         if isinstance(node.ctx, ast.Load):
             self._check_chain(node, scope)
+            self._check_getter_value(node, scope)
+
+    def _check_getter_value(self, node: ast.Name | ast.Attribute, scope: Scope) -> None:
+        """getattr (attrgetter, methodcaller) handed to other code instead of called with a written name."""
+        parent = self.info.parents.get(node)
+        if isinstance(parent, ast.Call) and parent.func is node or isinstance(parent, ast.Attribute):
+            return
+        if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr) and parent.value is node:
+            return  # an alias: its calls are followed
+        names = set(self._refs(node, scope)) & _GETTER_VALUES
+        if names:
+            self.report.add("dynamic_attr", node, f"`{short(node)}` ({min(names)}) is handed to other code, so "
+                                                  "the attribute it reads is not written in the source", "suspect")
 
     def _on_Subscript(self, node: ast.Subscript, scope: Scope) -> None:
         access = self.r.attr_access(node, scope)
@@ -192,6 +326,10 @@ class ModuleChecker:
 
     # --- definitions --------------------------------------------------------------------------
     def _on_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
+        args = node.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+        for annotation in [*(a.annotation for a in params), node.returns]:
+            self._check_annotation(annotation)
         if node.name in REFERENCE_NAMES:
             self.report.add("reference_access", node, f"defining `{node.name}` copies the reference problem")
         if node.name in ("__torch_function__", "__torch_dispatch__"):
@@ -224,6 +362,9 @@ class ModuleChecker:
                 self.report.add("tensor_subclass", node, f"{label}: tensor subclasses are not allowed")
             elif qual in TORCH_MODULE_BASES | TORCH_AUTOGRAD_FUNCTION | TORCH_CONTAINER_BASES:
                 continue
+            elif qual == "builtins.type":
+                self.report.add("introspection", node, f"{label}: a metaclass, whose methods run when classes "
+                                                       "are made or used")
             elif root in _SAFE_BASE_ROOTS or root == "builtins":
                 continue
             elif root == "torch":
@@ -239,7 +380,23 @@ class ModuleChecker:
     def _on_AugAssign(self, node: ast.AugAssign | ast.AnnAssign, scope: Scope) -> None:
         self._check_target(node.target, scope)
 
-    _on_AnnAssign = _on_AugAssign
+    def _on_AnnAssign(self, node: ast.AnnAssign, scope: Scope) -> None:
+        self._check_target(node.target, scope)
+        self._check_annotation(node.annotation)
+
+    def _check_annotation(self, annotation: ast.expr | None) -> None:
+        """Annotations written as strings are evaluated later (typing.get_type_hints, torch.library's schema
+        inference): they may name types, never run code."""
+        stack = [annotation] if annotation is not None else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and not _type_expression(node.value):
+                self.report.add("eval_exec", node, f"the annotation {short(node)} is code in a string, which "
+                                                   "runs when annotations are evaluated")
+            elif isinstance(node, ast.Subscript) and _literal_type(node.value):
+                stack.append(node.value)  # Literal["a b"]: values, never evaluated
+            else:
+                stack.extend(ast.iter_child_nodes(node))
 
     def _on_Delete(self, node: ast.Delete, scope: Scope) -> None:
         for target in node.targets:
@@ -258,10 +415,44 @@ class ModuleChecker:
             elif owner is not None:
                 self.report.add("monkey_patch", target, f"assigning `{short(target)}` changes {owner}, "
                                                         "which is not the candidate's own object")
+            elif self._foreign_class(target.value, scope):
+                self.report.add("monkey_patch", target, f"assigning `{short(target)}` changes the class of an "
+                                                        "object the candidate did not create")
         elif isinstance(target, ast.Subscript):
             owner = self._external(target.value, scope)
             if owner is not None:
                 self.report.add("monkey_patch", target, f"writing into `{short(target.value)}` changes {owner}")
+
+    # --- raising ------------------------------------------------------------------------------
+    def _on_Raise(self, node: ast.Raise, scope: Scope) -> None:
+        if node.exc is not None:
+            self._check_raised(node.exc, node, scope)
+
+    def _check_raised(self, expr: ast.expr, node: ast.AST, scope: Scope) -> None:
+        """What is raised (or thrown into a generator) must be of a class that can be told: SystemExit and
+        the like end the process or the call, and a caught GeneratorExit could be kept and raised later."""
+        vals = self.r.resolve(expr, scope)
+        if not vals and isinstance(expr, ast.Call):
+            vals = frozenset(v for v in self.r.resolve(expr.func, scope) if v.kind in ("ref", "class"))
+        for val in vals:
+            if val.kind == "ref" and ends_process(val.name):
+                self.report.add("process_exit", node, f"`{short(node)}` raises {_shown(val.name)}, which ends the "
+                                                      "process or the call")
+        if not vals and not self._handler_name(expr):
+            self.report.add("process_exit", node, f"`{short(node)}` raises a value whose class cannot be told "
+                                                  "(it could be SystemExit or a kept GeneratorExit)", "suspect")
+
+    def _handler_name(self, expr: ast.expr) -> bool:
+        """`raise e` inside `except SomeError as e:` (whose type is checked where it is written)."""
+        if not isinstance(expr, ast.Name):
+            return False
+        parent = self.info.parents.get(expr)
+        while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                              ast.ClassDef, ast.Module)):
+            if isinstance(parent, ast.ExceptHandler) and parent.name == expr.id:
+                return True
+            parent = self.info.parents.get(parent)
+        return False
 
     # --- calls --------------------------------------------------------------------------------
     def _on_Call(self, node: ast.Call, scope: Scope) -> None:
@@ -276,6 +467,8 @@ class ModuleChecker:
         self._check_library(node, funcs, scope)
         self._check_stream(node, funcs)
         self._check_dynamic_import(node, scope)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("throw", "athrow") and node.args:
+            self._check_raised(node.args[0], node, scope)
         if "builtins.type" in funcs and len(node.args) == 3:
             self.report.add("introspection", node, f"`{short(node)}` creates a class at run time")
         func = node.func
@@ -313,6 +506,9 @@ class ModuleChecker:
         if owner is not None:
             self.report.add("monkey_patch", node, f"`{short(node)}` changes {owner}, which is not the "
                                                   "candidate's own object")
+        elif self._foreign_class(target, scope):
+            self.report.add("monkey_patch", node, f"`{short(node)}` changes the class of an object the candidate "
+                                                  "did not create")
         elif folded in PATCH_ATTRS:
             self.report.add("monkey_patch", node, f"`{short(node)}` rewires an existing object")
 

@@ -2,7 +2,9 @@
 
 `import torch as t`, `sm = t.softmax`, `getattr(torch, "soft" + "max")`, `vars(torch)["softmax"]`,
 `__import__("to" + "rch")`, `functools.partial(torch.softmax)`, a dict of functions, a factory that
-returns a function: all resolve to the qualified name `torch.softmax`.
+returns a function, a helper's parameter: all resolve to the qualified name `torch.softmax`. Every
+outside name is canonical (see canon.py): `torch.nn.functional.torch.softmax` is `torch.softmax`
+too, and `torch.os.kill` is `os.kill`.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import ast
 import builtins
 
+from kernelagent.verifier.policy.canon import canonical_name
 from kernelagent.verifier.policy.fixpoint import KeyedSolver
 from kernelagent.verifier.policy.fold import StringFolding
+from kernelagent.verifier.policy.params import ParamKey, collect_params
 from kernelagent.verifier.policy.scopes import (
     Binding,
     ClassInfo,
@@ -29,8 +33,17 @@ _PASS_THROUGH = frozenset({
     "functools.partial", "builtins.staticmethod", "builtins.classmethod", "functools.wraps",
     "functools.cache", "functools.lru_cache", "builtins.property", "functools.cached_property",
 })
-_OP_WRAPPERS = frozenset({"torch.library.custom_op", "torch.library.triton_op"})
+_ATTR_CALLERS = frozenset({"operator.attrgetter", "operator.methodcaller"})
+_GETTERS = ("builtins.getattr", "builtins.object.__getattribute__", "builtins.type.__getattribute__")
+# Builtins and container methods that hand back (elements of) what they are given or hold.
+_ELEMENTS_OF_ARGS = frozenset(f"builtins.{n}" for n in (
+    "next iter list tuple reversed sorted min max set frozenset dict filter zip enumerate".split()))
+_ELEMENTS_OF_RECEIVER = frozenset({
+    "get", "pop", "setdefault", "popitem", "copy", "values", "items", "popleft", "__getitem__",
+})
+_PROPERTIES = frozenset({"property", "cached_property", "getter"})
 _AUTOGRAD_ENTRY = ("forward", "backward", "setup_context", "jvp", "vjp")
+_SETTLE_ROUNDS = 8  # call hops followed from an argument to the parameter that receives it
 _MAX_DEPTH = 400  # nested lookups followed before giving up (and reporting the code as too indirect)
 
 
@@ -40,11 +53,14 @@ class Resolver(StringFolding):
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
         self.custom_ops: dict[str, FuncInfo] = {}  # "torch.ops.ns.name" -> the candidate's function
+        self.op_funcs: set[ast.AST] = set()  # functions decorated into operator objects (custom_op, triton_op)
         self.solver: KeyedSolver[frozenset[Val]] = KeyedSolver(EMPTY, max_depth=200)
         self._memo: dict[int, frozenset[Val]] = {}
         self._busy: set[int] = set()
         self._fold_busy: set[int] = set()
-        self._apply_attr_assigns()
+        self.params: dict[ParamKey, frozenset[Val]] = {}
+        self._recorded: set[tuple[int, int, str]] = set()
+        self.settle()
 
     def reset(self) -> None:
         """Forget memoised answers (after new facts were recorded)."""
@@ -56,16 +72,38 @@ class Resolver(StringFolding):
         """Some name went through more assignments than are followed; its meaning is unknown."""
         return self.solver.too_deep
 
-    def _apply_attr_assigns(self) -> None:
+    def settle(self) -> None:
+        """Record what flows into attributes, containers and parameters, until nothing new is learnt."""
+        self.reset()
+        for _ in range(_SETTLE_ROUNDS):
+            changed = self._apply_attr_assigns()
+            params = collect_params(self)
+            changed = changed or params != self.params
+            self.params = params
+            self.reset()
+            if not changed:
+                return
+        self.solver.too_deep = True  # values still travelling through calls: what they are is not known
+
+    def _apply_attr_assigns(self) -> bool:
+        changed = False
         for base, attr, value, scope in self.info.attr_assigns:
             for val in self.resolve(base, scope):
                 if val.kind in ("self", "inst", "class") and val.node in self.info.classes:
-                    self.info.classes[val.node].attrs.setdefault(attr, []).append(("expr", value, scope))
-        self.reset()
+                    bindings = self.info.classes[val.node].attrs.setdefault(attr, [])
+                    changed |= self._record(bindings, value, scope, attr)
         for container, value, scope in self.info.container_adds:
             for bindings in self._container_bindings(container, scope):
-                bindings.append(("expr", value, scope))
-        self.reset()
+                changed |= self._record(bindings, value, scope, "")
+        return changed
+
+    def _record(self, bindings: list[Binding], value: ast.expr, scope: Scope, attr: str) -> bool:
+        key = (id(bindings), id(value), attr)
+        if key in self._recorded:
+            return False
+        self._recorded.add(key)
+        bindings.append(("expr", value, scope))
+        return True
 
     def _container_bindings(self, container: ast.expr, scope: Scope) -> list[list[Binding]]:
         """Binding lists of `container` (a name or an attribute) that hold a list/dict/set."""
@@ -101,7 +139,7 @@ class Resolver(StringFolding):
         """What a name may stand for: the union over all its bindings."""
         bindings = self.lookup(name, scope)
         if all(b[0] == "val" for b in bindings):  # imports, defs, builtins (lists made on the fly)
-            return frozenset(b[1] for b in bindings)
+            return frozenset(_canonical(b[1]) for b in bindings)
         return self.solver.get(("n", id(bindings)), lambda: self.union_vals(bindings))
 
     def union_vals(self, items: list[Binding]) -> frozenset[Val]:
@@ -109,9 +147,11 @@ class Resolver(StringFolding):
 
     def binding_vals(self, item: Binding) -> frozenset[Val]:
         if item[0] == "val":
-            return frozenset({item[1]})
+            return frozenset({_canonical(item[1])})
         if item[0] == "expr":
             return self.resolve(item[1], item[2])
+        if item[0] == "param":
+            return self.params.get((id(item[1].node), item[2]), EMPTY)
         return EMPTY
 
     # --- expressions --------------------------------------------------------------------------
@@ -137,7 +177,10 @@ class Resolver(StringFolding):
     def _resolve(self, expr: ast.AST, scope: Scope) -> frozenset[Val]:
         access = self.attr_access(expr, scope)
         if access is not None:
-            return self.attr_of(self.resolve(access[0], scope), access[1])
+            found = self.attr_of(self.resolve(access[0], scope), access[1])
+            if isinstance(expr, ast.Call) and len(expr.args) == 3 and self._is_ref(expr.func, scope, _GETTERS):
+                found |= self.resolve(expr.args[2], scope)  # getattr(o, name, default)
+            return found
         if isinstance(expr, ast.Name):
             return self.name_vals(expr.id, scope)
         if isinstance(expr, ast.Call):
@@ -159,6 +202,10 @@ class Resolver(StringFolding):
             parts = expr.values
         elif isinstance(expr, (ast.NamedExpr, ast.Starred, ast.Await)):
             parts = [expr.value]
+        elif isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            parts = [expr.elt]
+        elif isinstance(expr, ast.DictComp):
+            parts = [expr.value]
         else:
             return EMPTY
         return frozenset().union(*(self.resolve(p, scope) for p in parts))
@@ -169,9 +216,9 @@ class Resolver(StringFolding):
         if key is not None:
             for val in base:
                 if val.kind == "ref" and val.name == "sys.modules":
-                    return frozenset({Val("ref", key)})
+                    return frozenset({Val("ref", canonical_name(key))})
                 if val.kind == "ref" and val.name == "builtins":
-                    return frozenset({Val("ref", f"builtins.{key}")})
+                    return frozenset({Val("ref", canonical_name(f"builtins.{key}"))})
                 if val.kind == "ref" and val.name == "builtins.globals()":
                     return frozenset().union(*(self.binding_vals(b) for b in self.lookup(key, self.info.scope)))
         return base
@@ -179,24 +226,29 @@ class Resolver(StringFolding):
     def _resolve_call(self, call: ast.Call, scope: Scope) -> frozenset[Val]:
         imported = self.dynamic_import_name(call, scope)
         if imported is not None:
-            return frozenset({Val("ref", imported)}) if imported else EMPTY
+            return frozenset({Val("ref", canonical_name(imported))}) if imported else EMPTY
         out: set[Val] = set()
         for val in self.resolve(call.func, scope):
             out |= self._call_result(val, call, scope)
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _ELEMENTS_OF_RECEIVER:
+            out |= self.resolve(call.func.value, scope)  # d.get("k") may be anything d holds
         return frozenset(out)
 
     def _call_result(self, val: Val, call: ast.Call, scope: Scope) -> frozenset[Val]:
         if val.kind == "ref":
             if val.name in _PASS_THROUGH and call.args:
                 return self.resolve(call.args[0], scope)
-            if val.name in _OP_WRAPPERS:  # custom_op("ns::name", fn, ...) wraps fn
-                fn = call.args[1] if len(call.args) >= 2 else next(
-                    (k.value for k in call.keywords if k.arg == "fn"), None)
-                if fn is not None:
-                    return self.resolve(fn, scope)
+            if val.name in _ELEMENTS_OF_ARGS:  # next(iter([m])) is m
+                given = [*call.args, *(k.value for k in call.keywords)]
+                return frozenset({Val("ref", f"{val.name}()")}).union(*(self.resolve(a, scope) for a in given))
             if val.name == "builtins.super":
                 cls = _enclosing_class(scope)
                 return frozenset({Val("super", node=cls)}) if cls is not None else EMPTY
+            if val.name == "builtins.type" and len(call.args) == 1:  # type(self) is the candidate's class
+                own = frozenset(Val("class", node=v.node) for v in self.resolve(call.args[0], scope)
+                                if v.kind in ("self", "inst") and v.node is not None)
+                if own:
+                    return own
             return frozenset({Val("ref", f"{val.name}()")})
         if val.kind == "func":
             return self.returns(val.node)
@@ -243,13 +295,18 @@ class Resolver(StringFolding):
         """(object, attribute name, name was computed) for `o.a`, getattr(o, c), o.__dict__[c], vars(o)[c]."""
         if isinstance(expr, ast.Attribute):
             return expr.value, expr.attr, False
-        if isinstance(expr, ast.Call) and len(expr.args) >= 2 and self._is_ref(expr.func, scope, (
-            "builtins.getattr", "builtins.object.__getattribute__", "builtins.type.__getattribute__",
-        )):
+        if isinstance(expr, ast.Call) and len(expr.args) >= 2 and self._is_ref(expr.func, scope, _GETTERS):
             return self._named(expr.args[0], expr.args[1], scope)
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and len(expr.args) == 1:
             if expr.func.attr in ("__getattribute__", "__getattr__"):
                 return self._named(expr.func.value, expr.args[0], scope)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and len(expr.args) == 2:
+            if expr.func.attr == "__getattribute__":  # object.__getattribute__(o, n), type(o).__getattribute__(...)
+                return self._named(expr.args[0], expr.args[1], scope)
+        if isinstance(expr, ast.Call) and len(expr.args) == 1 and isinstance(expr.func, ast.Call):
+            getter = expr.func  # attrgetter("a.b")(o), methodcaller("m", ...)(o)
+            if getter.args and self._is_ref(getter.func, scope, tuple(_ATTR_CALLERS)):
+                return self._named(expr.args[0], getter.args[0], scope)
         if isinstance(expr, ast.Subscript):
             holder = expr.value
             if isinstance(holder, ast.Attribute) and holder.attr == "__dict__":
@@ -276,11 +333,15 @@ class Resolver(StringFolding):
         for val in vals:
             if val.kind == "ref":
                 qual = f"{val.name}.{attr}"
+                if qual not in self.custom_ops:
+                    qual = canonical_name(qual)
                 out.add(Val("func", node=self.custom_ops[qual].node) if qual in self.custom_ops else Val("ref", qual))
             elif val.kind in ("class", "inst", "self"):
                 out |= self._object_attr(val, attr)
             elif val.kind == "func" and attr == "default" and val.node in self.custom_op_nodes():
                 out.add(val)
+            elif val.kind == "func" and val.node in self.op_funcs:  # op.register_kernel, op.register_fake, ...
+                out.add(Val("ref", f"torch.library.custom_op().{attr}"))
             elif val.kind == "super" and val.node is not None:
                 for base in self.local_bases(val.node):
                     out |= self.class_attr(base, attr)
@@ -291,9 +352,11 @@ class Resolver(StringFolding):
         return {f.node for f in self.custom_ops.values()}
 
     def _object_attr(self, val: Val, attr: str) -> frozenset[Val]:
+        if attr == "__class__" and val.kind in ("self", "inst"):
+            return frozenset({Val("class", node=val.node)})
         if val.kind == "class" and attr == "apply" and self.is_autograd(val.node):
             return frozenset().union(*(self.class_attr(val.node, n) for n in _AUTOGRAD_ENTRY))
-        found = self.class_attr(val.node, attr)
+        found = self._with_properties(self.class_attr(val.node, attr), val)
         if not self.defines(val.node, attr) and val.kind == "self":  # a method only a subclass defines
             subs = [c for c in self.info.classes if val.node in self._all_local_bases(c)]
             found = frozenset().union(*(self.class_attr(c, attr) for c in subs))
@@ -302,6 +365,13 @@ class Resolver(StringFolding):
         if found or self.defines(val.node, attr):
             return found
         return frozenset({Val("ref", f"{q}.{attr}") for q in self.external_bases(val.node)})
+
+    def _with_properties(self, found: frozenset[Val], val: Val) -> frozenset[Val]:
+        """Reading a property on an instance gives what its getter returns (the getter stays, it runs)."""
+        if val.kind not in ("self", "inst"):
+            return found
+        getters = [v.node for v in found if v.kind == "func" and _is_property(v.node)]
+        return found.union(*(self.returns(node) for node in getters))
 
     def defines(self, cls: ast.ClassDef, attr: str, depth: int = 0) -> bool:
         """Whether the candidate binds `attr` on the class, its instances or one of its local bases."""
@@ -353,6 +423,18 @@ class Resolver(StringFolding):
 
     def is_nn_module(self, cls: ast.ClassDef) -> bool:
         return any(q in TORCH_MODULE_BASES or q.startswith("torch.nn.") for q in self.external_bases(cls))
+
+
+def _is_property(node: ast.AST) -> bool:
+    for dec in getattr(node, "decorator_list", []):
+        name = dec.id if isinstance(dec, ast.Name) else dec.attr if isinstance(dec, ast.Attribute) else ""
+        if name in _PROPERTIES:
+            return True
+    return False
+
+
+def _canonical(val: Val) -> Val:
+    return Val("ref", canonical_name(val.name)) if val.kind == "ref" else val
 
 
 def _enclosing_class(scope: Scope) -> ast.ClassDef | None:

@@ -36,6 +36,7 @@ class Scope:
     cls: ast.ClassDef | None = None  # the class a method belongs to
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     global_names: set[str] = field(default_factory=set)
+    nonlocal_names: set[str] = field(default_factory=set)
 
     def bind(self, name: str, item: Binding) -> None:
         self.bindings.setdefault(name, []).append(item)
@@ -80,31 +81,51 @@ class ModuleInfo:
     calls: list[tuple[ast.Call, Scope]] = field(default_factory=list)
     container_adds: list[tuple[ast.expr, ast.expr, Scope]] = field(default_factory=list)
     _body: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)
+    _scope_of: dict[int, Scope] = field(default_factory=dict)
 
     def body_nodes(self, func: ast.AST) -> list[ast.AST]:
-        """Nodes of a function's body (a lambda's expression), without nested functions' insides."""
+        """Nodes that run when a function runs (see `own_nodes`)."""
         if func not in self._body:
             self._body[func] = own_nodes(func)
         return self._body[func]
+
+    def scope_at(self, node: ast.AST, default: Scope) -> Scope:
+        """The scope `node` runs in: a class body's own scope for its statements, else `default`."""
+        if not self._scope_of:
+            self._scope_of = {id(n): s for n, s in self.nodes}
+        return self._scope_of.get(id(node), default)
 
 
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+def header(node: ast.AST) -> list[ast.AST]:
+    """What runs when a nested `def`, `lambda` or `class` statement runs: decorators, defaults, annotations,
+    bases and keywords, and a class's body (its methods' bodies run later, when they are called)."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords, *node.body]
+    args: ast.arguments = node.args  # type: ignore[attr-defined]
+    out: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+        out += [*node.decorator_list, *(a.annotation for a in params if a.annotation), *filter(None, [node.returns])]
+    return out
+
+
 def walk_local(node: ast.AST) -> list[ast.AST]:
-    """`node` and what is below it, not descending into nested functions, lambdas or classes."""
+    """`node` and what runs with it: not the bodies of nested functions and lambdas (only their `header`)."""
     out: list[ast.AST] = []
     stack = [node]
     while stack:
         current = stack.pop()
         out.append(current)
-        if not isinstance(current, _NESTED):
-            stack.extend(ast.iter_child_nodes(current))
+        stack.extend(header(current) if isinstance(current, _NESTED) else ast.iter_child_nodes(current))
     return out
 
 
 def own_nodes(func: ast.AST) -> list[ast.AST]:
-    """Nodes of a function's body (a lambda's expression), without nested functions' insides."""
+    """Nodes that run when a function runs (a lambda's expression): its body, with the headers and class
+    bodies of what it defines, not the bodies of nested functions."""
     if isinstance(func, ast.Lambda):
         return walk_local(func.body)
     return [n for stmt in getattr(func, "body", []) for n in walk_local(stmt)]
@@ -199,8 +220,17 @@ class _Builder(ast.NodeVisitor):
     def _bind(self, name: str, item: Binding) -> None:
         if name in self.scope.global_names:
             self.info.scope.bind(name, item)
+        elif name in self.scope.nonlocal_names:
+            self._enclosing_binder(name).bind(name, item)
         else:
             self.scope.bind(name, item)
+
+    def _enclosing_binder(self, name: str) -> Scope:
+        """The enclosing function scope a `nonlocal` name belongs to."""
+        scope = self.scope.parent
+        while scope is not None and (scope.kind == "class" or name not in scope.bindings) and scope.parent:
+            scope = scope.parent
+        return scope if scope is not None else self.scope
 
     def _bind_existing(self, name: str, item: Binding) -> None:
         scope: Scope | None = self.scope
@@ -339,6 +369,16 @@ class _Builder(ast.NodeVisitor):
 
     visit_AsyncWith = visit_With
 
+    def visit_Match(self, node: ast.Match) -> None:
+        """`case m:`, `case [m, *rest]`, `case {"k": m}`: every captured name may be (part of) the subject."""
+        for case in node.cases:
+            for pattern in ast.walk(case.pattern):
+                name = getattr(pattern, "name", None) if isinstance(pattern, ast.MatchAs | ast.MatchStar) else None
+                name = getattr(pattern, "rest", None) if isinstance(pattern, ast.MatchMapping) else name
+                if name:
+                    self._bind(name, ("expr", node.subject, self.scope))
+        self.generic_visit(node)
+
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self._bind_target(node.target, node.iter)
         self.generic_visit(node)
@@ -352,6 +392,9 @@ class _Builder(ast.NodeVisitor):
 
     def visit_Global(self, node: ast.Global) -> None:
         self.scope.global_names.update(node.names)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.scope.nonlocal_names.update(node.names)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:

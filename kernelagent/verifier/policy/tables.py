@@ -5,6 +5,8 @@ Kept apart from the checking code so the lists can be read (and reviewed) on the
 
 from __future__ import annotations
 
+import types
+
 # What the candidate is told to do instead, per rule. Written for the LLM that must fix its kernel.
 HINTS: dict[str, str] = {
     "syntax": "fix the syntax error so the file parses",
@@ -50,34 +52,50 @@ HINTS: dict[str, str] = {
         "return plain torch.Tensor outputs written by your kernel; tensor subclasses and "
         "__torch_function__/__torch_dispatch__ are not allowed"
     ),
+    "process_exit": (
+        "report a problem by raising an ordinary exception (ValueError, RuntimeError, ...); ending the "
+        "process or the call any other way is not allowed"
+    ),
 }
 
 # One line per rule, for documentation.
 DESCRIPTIONS: dict[str, str] = {
     "syntax": "the file does not parse (or is nested too deeply to check)",
     "torch_compute": "PyTorch (or NumPy) computes inside the forward path: torch/F/torch.ops calls, tensor "
-                     "methods, tensor arithmetic, nn layers, torch functions passed around, torch in kernel code",
+                     "methods, tensor arithmetic, nn layers, torch functions passed around, torch in kernel code; "
+                     "host compute (NumPy or math on tensors, .item()/.tolist() in loops); PyTorch in special "
+                     "methods of the candidate's classes (__iter__, __getitem__, ...)",
     "reference_access": "the reference is reached: importing op/reference/problem/kernelagent/__main__, "
                         "relative imports, subclassing Model or any class from outside, the names Model/get_inputs",
     "introspection": "gc, inspect, frames, sys._getframe/sys.modules, builtins, globals()/locals()/vars(), "
-                     "code objects, class internals, atexit/signal/weakref, metaclasses, __del__",
-    "threads": "threading, _thread, concurrent, multiprocessing, asyncio, queue",
-    "subprocess": "subprocess, pty, os.system/popen/exec*/spawn*/fork/kill/_exit",
+                     "code objects, closures, class internals, bound-method internals, __reduce__, namespaces "
+                     "of outside objects, __loader__/__spec__, atexit/signal/weakref, metaclasses, __del__, "
+                     "private library internals",
+    "threads": "threading, _thread, concurrent, multiprocessing, asyncio, queue, torch.jit.fork",
+    "subprocess": "subprocess, pty, os.system/popen/exec*/spawn*/fork/kill, triton.testing, tools that run "
+                  "programs",
     "network": "socket, http, urllib, requests, httpx, ssl and other network modules",
     "ctypes": "ctypes, cffi, mmap, C++ extensions (torch.utils.cpp_extension), torch.ops.load_library",
-    "file_io": "open, io, pathlib, shutil, tempfile, pickle/marshal/shelve, os file functions, torch.save/load",
+    "file_io": "open, io, pathlib, shutil, tempfile, pickle/marshal/shelve, os file functions, torch.save/load, "
+               "storage from_file, tofile, native writers and readers of the allowed libraries (profilers and "
+               "their trace exports, TorchScript/torch.export/ONNX/FX archives, torch.compile, NumPy's file "
+               "functions, .save/.dump of library objects, shared memory), __file__/__path__",
     "env_access": "os.environ, os.getenv, os.putenv",
-    "eval_exec": "eval, exec, compile, code",
+    "eval_exec": "eval, exec, compile, code, typing.get_type_hints, singledispatch, string annotations that "
+                 "are code",
     "monkey_patch": "assigning/setattr/delattr on outside modules and objects, hooks, torch.library code for "
                     "PyTorch's own operators, global PyTorch settings (seeds, default dtype, TF32, allocator)",
     "try_around_kernel": "try/except (not re-raising) or contextlib.suppress around the kernel path in forward",
     "stream_creation": "creating, switching or capturing CUDA streams or graphs (torch.cuda.Stream/stream/graph, "
                        "cuStreamCreate, raw CUstream handles)",
-    "forbidden_import": "an import outside the allowed list (named in the message); unlisted os functions",
-    "dynamic_import": "__import__, importlib, runpy, pkgutil",
-    "dynamic_attr": "getattr/setattr with a name computed at run time, module __dict__ reads, star imports "
-                    "from torch, names passed through too many assignments to follow",
+    "forbidden_import": "an import outside the allowed list (named in the message); unlisted os functions; "
+                        "torch.utils modules other than dlpack",
+    "dynamic_import": "__import__, importlib, runpy, pkgutil, torch.ops.import_module, torch.package",
+    "dynamic_attr": "getattr/setattr with a name computed at run time, getattr/attrgetter handed to other "
+                    "code, star imports, names passed through too many assignments or calls to follow",
     "tensor_subclass": "torch.Tensor subclasses, __torch_function__, __torch_dispatch__",
+    "process_exit": "raising SystemExit/KeyboardInterrupt/GeneratorExit/BaseException (or a class built on them, "
+                    "or a value whose class cannot be told), sys.exit, exit()/quit(), os._exit, os.abort, signal",
 }
 
 # Top-level modules a candidate may import. os and sys are judged per attribute used.
@@ -87,6 +105,34 @@ ALLOWED_IMPORT_ROOTS = frozenset({
     "einops", "__future__", "warnings", "contextlib", "os", "sys",
 })
 
+# C modules and implementation modules, named by the public module they stand behind; a name that
+# reaches them is judged as that module (`posix.kill` is `os.kill`).
+MODULE_ALIASES: dict[str, str] = {
+    "posix": "os", "nt": "os", "posixpath": "os.path", "ntpath": "os.path", "genericpath": "os.path",
+    "_io": "io", "_pyio": "io", "_pickle": "pickle", "_compat_pickle": "pickle", "_socket": "socket",
+    "_signal": "signal", "_ctypes": "ctypes", "_posixsubprocess": "subprocess", "_multiprocessing": "multiprocessing",
+    "_posixshmem": "multiprocessing", "_frozen_importlib": "importlib", "_frozen_importlib_external": "importlib",
+    "_imp": "importlib", "_weakref": "weakref", "_weakrefset": "weakref", "_tracemalloc": "tracemalloc",
+    "_functools": "functools", "_operator": "operator", "_collections": "collections",
+    "_collections_abc": "collections.abc", "_warnings": "warnings", "_abc": "abc", "_py_abc": "abc",
+    "_asyncio": "asyncio", "_queue": "queue", "_ssl": "ssl", "_sqlite3": "sqlite3", "_bz2": "bz2", "_lzma": "lzma",
+    "_gdbm": "dbm", "_dbm": "dbm", "_sitebuiltins": "builtins", "_contextvars": "contextvars",
+}
+
+# Private names a kernel may use: Triton's aggregate decorator, and CuTe DSL's MLIR op builders (for
+# inline PTX); both only build device code when the kernel is traced.
+PRIVATE_OK = ("triton.language.core._aggregate", "cutlass._mlir.dialects", "cutlass._mlir.ir")
+# Private homes that intercept, trace or record PyTorch's work (or set up processes): a public name
+# that leads here is treated like the private name. Other private homes back documented API
+# (`torch._C._nn` behind `F.avg_pool2d`, `torch.jit._script` behind `torch.jit.script`) and pass,
+# unless the object's own name is private.
+PRIVATE_MACHINERY = (
+    "torch.utils._python_dispatch", "torch._subclasses", "torch._dynamo", "torch._inductor", "torch._functorch",
+    "torch._export", "torch._guards", "torch._utils_internal", "torch._prims", "torch._refs", "torch._decomp",
+    "torch._logging", "torch._library.fake_impl", "torch._library.fake_class_registry", "torch._C._dynamo",
+    "torch._C._functorch", "torch._C._profiler", "torch._C._autograd", "torch.overrides",
+)
+
 # Module names that mean "the reference or the verifier".
 REFERENCE_MODULES = frozenset({
     "op", "reference", "problem", "kernelagent", "__main__", "__mp_main__", "ref", "model",
@@ -95,8 +141,7 @@ REFERENCE_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs", "get_test
 
 _OS_SUBPROCESS = (
     "system popen execv execve execl execle execlp execlpe execvp execvpe spawnl spawnle spawnlp "
-    "spawnlpe spawnv spawnve spawnvp spawnvpe fork forkpty posix_spawn posix_spawnp kill killpg "
-    "abort _exit"
+    "spawnlpe spawnv spawnve spawnvp spawnvpe fork forkpty posix_spawn posix_spawnp kill killpg"
 ).split()
 _OS_FILES = (
     "remove unlink rename renames replace makedirs mkdir rmdir removedirs open fdopen read write "
@@ -115,9 +160,14 @@ SYS_OK = frozenset({
 BANNED: dict[str, str] = {
     **{m: "threads" for m in (
         "threading", "_thread", "concurrent", "multiprocessing", "asyncio", "sched", "queue",
-        "_asyncio", "torch.multiprocessing",
+        "_asyncio", "torch.multiprocessing", "torch.utils.data", "torch.jit.fork", "torch.jit.wait",
+        "torch.futures", "torch.prepare_multiprocessing_environment",
     )},
-    **{m: "subprocess" for m in ("subprocess", "pty", "pexpect", "_posixsubprocess")},
+    **{m: "subprocess" for m in (
+        "subprocess", "pty", "pexpect", "_posixsubprocess", "torch.utils.collect_env", "triton.runtime.build",
+        "triton.tools", "numpy.f2py", "numpy.distutils", "triton.testing", "triton.knobs.NvidiaTool",
+        "triton.knobs.env_nvidia_tool", "torch.utils.bottleneck", "torch.utils.hipify",
+    )},
     **{f"os.{n}": "subprocess" for n in _OS_SUBPROCESS},
     **{m: "network" for m in (
         "socket", "http", "urllib", "urllib3", "requests", "httpx", "ssl", "ftplib", "smtplib",
@@ -126,30 +176,58 @@ BANNED: dict[str, str] = {
     )},
     **{m: "ctypes" for m in (
         "ctypes", "_ctypes", "cffi", "mmap", "torch.utils.cpp_extension", "torch.ops.load_library",
-        "torch.classes.load_library", "numpy.ctypeslib",
+        "torch.classes.load_library", "numpy.ctypeslib", "torch.cuda.jiterator", "numpy.testing.extbuild",
+        "numpy.testing._private.extbuild",
     )},
+    # code given as strings (Python or C++), compiled and run by the library
+    **{m: "eval_exec" for m in ("torch.utils.benchmark", "numpy.testing.rundocs")},
     **{m: "file_io" for m in (
         "io", "_io", "pathlib", "shutil", "tempfile", "pickle", "_pickle", "cPickle", "marshal",
         "shelve", "dbm", "sqlite3", "glob", "fileinput", "zipfile", "tarfile", "gzip", "bz2", "lzma",
         "builtins.open", "torch.save", "torch.load", "torch.from_file", "numpy.save", "numpy.savez",
         "numpy.savez_compressed", "numpy.load", "numpy.loadtxt", "numpy.savetxt", "numpy.genfromtxt",
-        "numpy.fromfile", "numpy.memmap",
+        "numpy.fromfile", "numpy.memmap", "numpy.fromregex", "numpy.DataSource", "numpy.lib.npyio",
+        "numpy.lib.format", "numpy.lib.DataSource", "torch.serialization", "torch.jit.load", "torch.jit.save",
+        "torch.utils.file_baton", "torch.cuda.tunable", "triton.runtime.cache",
+        # native writers and readers: profilers and their trace exports, archives, GPUDirect Storage
+        "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_legacy", "torch.autograd.profiler_util",
+        "torch.cuda.profiler", "torch.cuda.gds", "torch.onnx", "torch.export", "torch.fx", "torch.nativert",
+        "torch.compile", "torch.compiler.compile", "torch.compiler.load_compiled_function",
+        "torch.compiler.save_cache_artifacts", "torch.compiler.load_cache_artifacts", "torch.utils.tensorboard",
+        "torch.utils.show_pickle", "torch.utils.model_dump", "torch.utils.mobile_optimizer",
+        "torch.utils.bundled_inputs", "torch.utils.viz", "torch.utils.serialization",
+        *(f"torch.jit.{n}" for n in (
+            "script trace trace_module freeze optimize_for_inference run_frozen_optimizations ScriptModule "
+            "ScriptFunction RecursiveScriptModule RecursiveScriptClass TopLevelTracedModule TracedModule "
+            "ONNXTracedModule CompilationUnit jit_module_from_flatbuffer save_jit_module_to_flatbuffer "
+            "export_opnames script_if_tracing script_method last_executed_optimized_graph frontend mobile"
+        ).split()),
+        "numpy.rec.fromfile", "numpy.ma.fromfile", "numpy.ma.core.fromfile", "numpy.ma.mrecords", "numpy.testing",
+        "triton.profiler", "triton.compile", "triton.compiler.compile", "triton.compiler.compiler",
     )},
     **{f"os.{n}": "file_io" for n in _OS_FILES},
     **{f"os.{n}": "env_access" for n in _OS_ENV},
     **{m: "introspection" for m in (
-        "gc", "inspect", "builtins", "__builtin__", "traceback", "types", "dis", "atexit", "signal",
+        "gc", "inspect", "builtins", "__builtin__", "traceback", "types", "dis", "atexit",
         "weakref", "faulthandler", "tracemalloc", "linecache", "pdb", "bdb", "trace", "cProfile",
         "profile", "copyreg", "sys._getframe", "sys._current_frames", "sys.modules", "sys.settrace",
         "sys.setprofile", "sys.gettrace", "sys.getprofile", "sys.meta_path", "sys.path_hooks",
         "sys.path_importer_cache", "sys.path", "sys.addaudithook", "sys.excepthook",
         "sys.displayhook", "sys.breakpointhook", "sys.getrefcount", "sys.setrecursionlimit",
         "sys.exc_info", "sys.exception", "sys.last_traceback", "builtins.globals", "builtins.locals",
-        "builtins.vars", "builtins.breakpoint",
+        "builtins.vars", "builtins.breakpoint", "builtins.__build_class__", "builtins.__loader__",
+        "builtins.__spec__", "builtins.help", "numpy.core",
     )},
-    **{m: "eval_exec" for m in ("builtins.eval", "builtins.exec", "builtins.compile", "code", "codeop")},
+    # typing.get_type_hints and singledispatch's register evaluate string annotations with eval
+    **{m: "eval_exec" for m in (
+        "builtins.eval", "builtins.exec", "builtins.compile", "code", "codeop", "typing.get_type_hints",
+        "typing.ForwardRef", "typing_extensions.get_type_hints", "typing_extensions.ForwardRef",
+        "typing_extensions.evaluate_forward_ref", "typing.evaluate_forward_ref", "functools.singledispatch",
+        "functools.singledispatchmethod", "annotationlib",
+    )},
     **{m: "dynamic_import" for m in (
-        "importlib", "imp", "runpy", "pkgutil", "zipimport", "builtins.__import__",
+        "importlib", "imp", "runpy", "pkgutil", "zipimport", "builtins.__import__", "torch.ops.import_module",
+        "torch.package",
     )},
     **{m: "monkey_patch" for m in (
         "unittest.mock", "torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.random",
@@ -170,8 +248,19 @@ BANNED: dict[str, str] = {
         "torch.nn.modules.module.register_module_buffer_registration_hook",
         "torch.nn.modules.module.register_module_parameter_registration_hook",
         "torch.nn.modules.module.register_module_module_registration_hook",
+        "torch.jit.enable_onednn_fusion", "torch.jit.set_fusion_strategy", "torch.jit.fuser",
+        "torch.jit.optimized_execution", "torch.utils.deterministic", "torch.utils.flop_counter",
+        "torch.utils.module_tracker", "torch.utils.backend_registration", "torch.utils.hooks",
+    )},
+    # ending the interpreter or the call outside the ordinary error path (exception classes that are
+    # not Exceptions are found by what they are, wherever they are reached from)
+    **{m: "process_exit" for m in (
+        "builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort", "signal",
     )},
 }
+
+# torch.utils is a toolbox of its own; a kernel may use these modules of it (others are forbidden_import).
+TORCH_UTILS_OK = frozenset({"dlpack"})
 
 # Called, these create, switch or capture streams (the stream_creation rule).
 STREAM_CALLS = frozenset({
@@ -179,7 +268,8 @@ STREAM_CALLS = frozenset({
     "torch.cuda.ExternalStream", "torch.cuda.streams.ExternalStream", "torch.cuda.StreamContext",
     "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables",
     "torch.cuda.default_stream", "torch.Stream", "torch.StreamContext", "torch.accelerator.set_stream",
-    "torch.cuda.use_mem_pool", "triton.runtime.driver.active.set_current_stream",
+    "torch.cuda.use_mem_pool", "triton.runtime.driver.active.set_current_stream", "torch.accelerator.Graph",
+    "torch.accelerator.graphs",
     "cuda.bindings.driver.cuStreamCreate", "cuda.bindings.driver.cuStreamCreateWithPriority",
     "cuda.bindings.driver.cuStreamBeginCapture", "cuda.bindings.driver.cuGraphCreate",
     "cuda.bindings.runtime.cudaStreamCreate", "cuda.bindings.runtime.cudaStreamCreateWithFlags",
@@ -188,22 +278,69 @@ STREAM_CALLS = frozenset({
 })
 CUSTREAM_TYPES = frozenset({"cuda.bindings.driver.CUstream", "cuda.cuda.CUstream", "cuda.CUstream"})
 
-# Attribute names that reach into frames, code objects or the class hierarchy.
-INTROSPECTION_ATTRS = frozenset({
-    "f_back", "f_locals", "f_globals", "f_code", "f_builtins", "f_trace", "tb_frame", "tb_next",
-    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "__globals__", "__code__",
-    "__closure__", "__builtins__", "__subclasses__", "__mro__", "__bases__", "__base__",
-    "__wrapped__", "__defaults__", "__kwdefaults__", "__loader__", "__spec__", "__traceback__",
-    "__import__", "co_consts", "co_code", "cell_contents",
+# Attributes of frames, tracebacks, generators, coroutines and code objects (f_back, tb_frame,
+# gi_frame, co_consts, ...), taken from the running interpreter and a fixed list.
+_FRAME_TYPES = (
+    types.FrameType, types.TracebackType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType,
+    types.CodeType,
+)
+FRAME_ATTRS = frozenset(
+    {n for t in _FRAME_TYPES for n in dir(t) if n.split("_")[0] in ("f", "tb", "gi", "cr", "ag", "co")} | {
+        "f_back", "f_locals", "f_globals", "f_code", "f_builtins", "f_trace", "f_lasti", "f_lineno", "tb_frame",
+        "tb_next", "tb_lasti", "tb_lineno", "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended",
+        "cr_frame", "cr_code", "cr_await", "cr_origin", "cr_running", "cr_suspended", "ag_frame", "ag_code",
+        "ag_await", "ag_running", "ag_suspended", "co_consts", "co_code", "co_names", "co_varnames",
+        "co_filename", "co_name", "co_qualname", "co_freevars", "co_cellvars", "co_flags", "co_linetable",
+    }
+)
+# Attribute names that reach into frames, code objects, closures, the class hierarchy, the objects
+# behind bound methods, or pickling's reconstruction functions, whatever object they are read from.
+# `__class__`, `__name__`, `__qualname__`, `__module__` and `__doc__` pass: a class or a string leads
+# nowhere without one of these.
+INTROSPECTION_ATTRS = FRAME_ATTRS | frozenset({
+    "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__mro__", "mro", "__bases__",
+    "__base__", "__wrapped__", "__defaults__", "__kwdefaults__", "__loader__", "__spec__", "__traceback__",
+    "__import__", "cell_contents", "__self__", "__func__", "__objclass__", "__reduce__", "__reduce_ex__",
+    "__getstate__", "__setstate__", "__getnewargs__", "__getnewargs_ex__", "__build_class__",
 })
+# Module names a kernel never reads as an attribute of a value the checks cannot follow (an exception's
+# args, a generator's sent value): `<unknown>.os` is taken to be a module smuggled past them.
+MODULE_LIKE_ATTRS = frozenset({
+    "os", "posix", "nt", "sys", "builtins", "__builtin__", "subprocess", "importlib", "inspect", "gc", "ctypes",
+    "_ctypes", "socket", "threading", "_thread", "multiprocessing", "pickle", "marshal", "runpy", "pkgutil", "pty",
+    "shutil", "tempfile", "pathlib",
+})
+# Global names of a module that give its loader, spec or the interpreter's namespace.
+INTROSPECTION_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__"})
+# Attribute names that do one thing whatever they are read from: rule for each.
+ATTR_RULES: dict[str, str] = {
+    "load_library": "ctypes",
+    **{n: "file_io" for n in (
+        "from_file fromfile tofile export_chrome_trace export_stacks export_memory_timeline debug_dump to_folder "
+        "share_memory share_memory_ _share_fd_cpu_ _share_filename_cpu_ _new_shared _new_shared_fd_cpu "
+        "_new_shared_filename_cpu _new_using_fd_cpu _new_using_filename_cpu _write_file _new_with_file "
+        "_save_for_lite_interpreter __file__ __path__ __cached__"
+    ).split()},
+}
+# Methods that write files when a library object has them (TorchScript modules, NumPy arrays): reported
+# unless the candidate's own class defines them.
+OUTSIDE_ATTR_RULES: dict[str, str] = {"save": "file_io", "dump": "file_io"}
+# Global names that give the candidate's own path.
+FILE_GLOBALS = frozenset({"__file__", "__cached__", "__path__"})
 # Assigning these rewires an object, whoever owns it.
-PATCH_ATTRS = frozenset({"__class__", "__code__", "__globals__", "__defaults__", "__kwdefaults__", "__dict__"})
+PATCH_ATTRS = frozenset({
+    "__class__", "__code__", "__globals__", "__defaults__", "__kwdefaults__", "__dict__", "__annotations__",
+})
 
 # torch.library namespaces that belong to PyTorch itself.
 TORCH_OP_NAMESPACES = frozenset({
     "aten", "prims", "prim", "_prims", "c10d", "_c10d_functional", "c10d_functional", "quantized",
     "_quantized", "sparse", "mkldnn", "_test", "profiler", "inductor", "higher_order", "cuda",
 })
+
+# Calling these makes an operator of the candidate's own from a function; the operator object is opaque,
+# the function itself is checked as code that runs when an operator runs.
+OP_WRAPPERS = frozenset({"torch.library.custom_op", "torch.library.triton_op"})
 
 TORCH_AUTOGRAD_FUNCTION = frozenset({
     "torch.autograd.Function", "torch.autograd.function.Function", "torch.autograd.function.InplaceFunction",
@@ -282,7 +419,7 @@ TORCH_ALLOWED_CALLS: dict[str, bool] = {
         "current_stream current_device get_device_properties get_device_capability get_device_name "
         "device device_of is_available device_count synchronize is_current_stream_capturing "
         "nvtx.range_push nvtx.range_pop nvtx.range nvtx.mark mem_get_info get_arch_list is_bf16_supported "
-        "is_initialized"
+        "is_initialized Event"
     ).split()},
     "torch.utils.dlpack.to_dlpack": False,
     "torch.library.wrap_triton": False,

@@ -15,6 +15,7 @@ from kernelagent.verifier.policy.graph import AUTOGRAD_METHODS, CallGraph
 from kernelagent.verifier.policy.names import Resolver
 from kernelagent.verifier.policy.scopes import Binding, FuncInfo, ModuleInfo, Scope
 from kernelagent.verifier.policy.tables import (
+    OP_WRAPPERS,
     TENSOR_NONTENSOR_METHODS,
     TENSOR_TENSOR_ATTRS,
     TORCH_ALLOWED_CALLS,
@@ -23,6 +24,9 @@ from kernelagent.verifier.policy.tables import (
 _SCALAR_ANNOTATION = re.compile(r"\b(int|float|bool|str|complex|None|SymInt)\b")
 _TENSOR_CLASSES = frozenset({"Parameter", "Tensor", "Buffer"})
 _INPUT_METHODS = frozenset({"forward", "__call__", "_call_impl", "_wrapped_call_impl", *AUTOGRAD_METHODS})
+# Builtins that hand back (elements of) what they are given.
+_PASS_THROUGH = frozenset(f"builtins.{n}" for n in (
+    "next iter list tuple reversed sorted dict set frozenset enumerate zip filter map min max".split()))
 _MAX_ROUNDS = 6
 _MAX_DEPTH = 400
 
@@ -47,15 +51,16 @@ class TensorFacts:
         self.solver: KeyedSolver[bool] = KeyedSolver(False, max_depth=200)
         self._memo: dict[int, bool] = {}
         self._busy: set[int] = set()
-        for node in graph.roots:
-            self._seed_inputs(info.funcs[node])
+        for node in graph.roots - graph.setup_contexts - graph.hooks:  # a library's callbacks get its values
+            self._seed_inputs(info.funcs[node], operator=node in graph.op_bodies)
         self._propagate()
 
     # --- parameters ---------------------------------------------------------------------------
-    def _seed_inputs(self, func: FuncInfo) -> None:
-        if func.dsl or isinstance(func.node, ast.Lambda):
+    def _seed_inputs(self, func: FuncInfo, operator: bool = False) -> None:
+        """Parameters of entry points (and of bodies registered for operators, lambdas too) hold tensors."""
+        if func.dsl or isinstance(func.node, ast.Lambda) and not operator:
             return
-        if func.node.name not in _INPUT_METHODS and func.cls is not None:
+        if not operator and func.node.name not in _INPUT_METHODS and func.cls is not None:
             return
         args: ast.arguments = func.node.args
         params = [*args.posonlyargs, *args.args]
@@ -74,7 +79,7 @@ class TensorFacts:
             changed = False
             for func in self.graph.forward_functions():
                 for call in (n for n in self.info.body_nodes(func.node) if isinstance(n, ast.Call)):
-                    changed |= self._mark_call(call, func.scope)
+                    changed |= self._mark_call(call, self.info.scope_at(call, func.scope))
             if not changed:
                 return
             self._memo.clear()
@@ -170,6 +175,10 @@ class TensorFacts:
             parts = [expr.value]
         elif isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             parts = [expr.elt]
+        elif isinstance(expr, ast.Dict):  # {"t": x}["t"] is x
+            parts = list(expr.values)
+        elif isinstance(expr, ast.DictComp):
+            parts = [expr.value]
         else:
             return False
         return any(self.is_tensor(p, scope) for p in parts)
@@ -212,6 +221,8 @@ class TensorFacts:
         for val in self.r.resolve(call.func, scope):
             if val.kind == "ref" and _torch_call_returns_tensor(val.name):
                 return True
+            if val.kind == "ref" and val.name in _PASS_THROUGH and call.args:  # next(iter([x])) is x
+                return any(self.is_tensor(a, scope) for a in call.args)
             if val.kind == "func" and self.returns_tensor(val.node):
                 return True
             if val.kind in ("inst", "self"):
@@ -237,8 +248,8 @@ class TensorFacts:
 
 
 def _torch_call_returns_tensor(qual: str) -> bool:
-    if is_nn_module_instance(qual):
-        return True
+    if is_nn_module_instance(qual) or qual.split("()")[0] in OP_WRAPPERS and qual.endswith("()"):
+        return True  # an nn layer, or the candidate's own operator: both return tensors
     if not qual.startswith("torch.") or "()" in qual:
         return False
     if qual in TORCH_ALLOWED_CALLS:

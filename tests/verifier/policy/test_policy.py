@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -120,7 +119,8 @@ def test_snippets_are_short_and_messages_do_not_describe_the_checker():
             assert not re.search(rf"\b{word}", text), (word, f)
 
 
-def test_a_300_line_file_is_checked_quickly():
+def test_a_300_line_file_of_honest_kernels_is_checked_whole():
+    """Behaviour only: how fast the check runs is measured in benchmarks/policy_speed.py, not asserted."""
     parts, lines = [], 0
     for path in HONEST:
         text = path.read_text()
@@ -130,14 +130,8 @@ def test_a_300_line_file_is_checked_quickly():
             break
     source = "\n".join(parts)
     assert source.count("\n") >= 300
-    best = min(_timed(source) for _ in range(5))
-    assert best < 0.050, f"{best * 1000:.1f} ms"
-
-
-def _timed(source: str) -> float:
-    start = time.perf_counter()
-    check_policy(source)
-    return time.perf_counter() - start
+    result = check_policy(source)
+    assert result.ok, result.summary()
 
 
 # ------------------------------------------------------------------------------ name resolution
