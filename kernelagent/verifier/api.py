@@ -7,13 +7,14 @@ the comparison and the verdict back here, from the tensors the workers saved.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ from kernelagent.problem import (
     inspect_problem,
     static_signature_mismatch,
 )
+from kernelagent.verifier import protocol as P
 from kernelagent.verifier import report as R
 from kernelagent.verifier.judge.feedback import build_feedback
 from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.pack import Pack
 from kernelagent.verifier.policy.check import check_policy
 from kernelagent.verifier.report import Report, Stage
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
@@ -44,17 +47,12 @@ class ReferenceFailure(Exception):
         self.report = report
 
 
-@dataclass
-class Pack:
-    dir: Path
-    meta: dict[str, Any]
-    environment: dict[str, Any]
-    seconds: float
-    ref_dir: Path | None = None
+def _warm_policy() -> None:
+    """The static policy resolves names in the libraries themselves (it imports triton on first use): do
+    that in the background while the candidate file is read."""
+    from kernelagent.verifier.policy.canon import canonical_name
 
-    @property
-    def refs(self) -> Path:
-        return self.ref_dir or self.dir / "ref"
+    threading.Thread(target=canonical_name, args=("triton.language",), daemon=True).start()
 
 
 def resolve_device(device: str) -> str:
@@ -75,8 +73,9 @@ class Verifier:
 
     def __init__(self, options: VerifyOptions | None = None, pool: WorkerPool | None = None):
         self.options = options or VerifyOptions()
-        self.device = resolve_device(self.options.device)
-        self.pool = pool or WorkerPool(size=0)
+        self.device = resolve_device(self.options.device)  # imports torch (before any thread does)
+        _warm_policy()
+        self.pool = pool or WorkerPool.for_options(self.options, size=0)
         self._packs: dict[str, Pack] = {}
         sweep_stale()
         # one folder per verifier, not per process: closing one verifier must not take another's packs
@@ -95,33 +94,74 @@ class Verifier:
 
     # -- the reference pack ------------------------------------------------------------------------
     def pack_key(self, spec: ProblemSpec) -> str:
+        """What a pack depends on (problem content, seeds policy, device, GPU, driver, versions), hashed:
+        the key of the in-process packs and of the persistent cache (kernelagent.verifier.refcache)."""
+        from kernelagent.verifier import refcache
+
         o = self.options
-        return f"{spec.sha256[:16]}-{self.device}-{o.secret}-{o.seeds}-{o.cpu_max_elements}-{int(o.timing)}"
+        return refcache.key_of(refcache.key_fields(spec.sha256, self.device, o.seeds, o.cpu_max_elements, o.timing))
 
     def reference(self, spec: ProblemSpec, worker: Worker | None = None) -> Pack:
+        """The problem's pack: from this verifier's memory, else from the persistent cache (copied into
+        the scratch folder), else built by a reference worker and stored. Threads asking for the same
+        pack wait for one build; so do other processes, through the cache's lock file."""
+        from kernelagent.verifier import refcache
+
         key = self.pack_key(spec)
-        if key in self._packs:
-            if worker is not None:
-                worker.discard()
-            return self._packs[key]
-        pack_dir = self.scratch / "packs" / key
-        pack_dir.mkdir(parents=True, exist_ok=True)
-        ref_dir = self.scratch / "refs" / secrets.token_hex(16)
+        with refcache.memo_lock(str(self.scratch), key):
+            if key in self._packs:
+                if worker is not None:
+                    worker.discard()
+                return self._packs[key]
+            pack_dir = self.scratch / "packs" / key
+            ref_dir = self.scratch / "refs" / secrets.token_hex(16)
+            o = self.options
+            fields = refcache.key_fields(spec.sha256, self.device, o.seeds, o.cpu_max_elements, o.timing)
+            with refcache.slot(key, fields, o.cache, wait=o.timeout * 2) as slot:
+                hit = slot.restore(pack_dir, ref_dir)
+                if hit is not None:
+                    if worker is not None:
+                        worker.discard()
+                    meta = {**hit.meta, "problem": {**hit.meta["problem"], "path": spec.path, "name": spec.name}}
+                    pack = Pack(pack_dir, meta, hit.environment, hit.seconds, ref_dir)
+                    pack.secret = hit.secret  # the seed base the trials were drawn from
+                else:
+                    pack = self._build_pack(spec, worker, pack_dir, ref_dir)
+                    pack.secret = o.secret
+                    # the worker read a linked copy: name the user's own file
+                    pack.meta["problem"] = {**pack.meta["problem"], "path": spec.path, "name": spec.name}
+                    slot.publish(pack_dir, ref_dir, pack.meta, pack.environment, o.secret, pack.seconds)
+                pack.meta["cache"] = slot.note
+            self._packs[key] = pack
+            return pack
+
+    def _build_pack(self, spec: ProblemSpec, worker: Worker | None, pack_dir: Path, ref_dir: Path) -> Pack:
+        """Run the reference worker: trials, reference outputs and, on a GPU, the timing plan, baselines and
+        the reference's fingerprints on the draws the parent will check. The worker writes only in its own
+        folders; the pack and the reference outputs are moved into this verifier's scratch afterwards."""
+        o = self.options
+        timed = o.timing and self.device == "cuda"
+        plan = P.TimingPlan.new() if timed else None
+        checks = P.CheckPlan.new(P.GUARANTEED_CALLS, 224) if timed else None
         worker = worker or self.pool.acquire(self.device)
-        req = {"role": "reference", "problem": str(Path(spec.path).resolve()), "device": self.device,
-               "secret": self.options.secret, "seeds": self.options.seeds, "pack_dir": str(pack_dir),
-               "ref_dir": str(ref_dir),
-               "cpu_max_elements": self.options.cpu_max_elements, "timing": self.options.timing}
-        res = worker.run(req, self.options.timeout * 2, self.options.memory_limit_mb)
-        worker.discard(self.options.keep_workdir)
-        env = res.result.get("environment", {})
-        if res.status != "ok" or "error" in res.result:
-            raise ReferenceFailure(_reference_report(spec, res))
+        problem = worker.link(P.PROBLEM_FILE, Path(spec.path).resolve())
+        req = P.ReferenceRequest(problem=str(problem), device=self.device, secret=o.secret, seeds=o.seeds,
+                                 out_dir=str(worker.out_dir), cpu_max_elements=o.cpu_max_elements, timing=o.timing,
+                                 plan=plan, checks=checks)
+        with self._quiet():
+            res = worker.run(req, o.timeout * 2, o.memory_limit_mb)
+        try:
+            if res.status != "ok" or "error" in res.result:
+                raise ReferenceFailure(_reference_report(spec, res, str(problem)))
+            _move_into(worker.out_dir / "pack", pack_dir)
+            _move_into(worker.out_dir / "ref", ref_dir)
+        finally:
+            worker.discard(o.keep_workdir)
+        if plan is not None:
+            (ref_dir / "plan.json").write_text(P.encode(plan))
         meta = res.result["meta"]
         meta["device"] = self.device
-        pack = Pack(pack_dir, meta, env, res.seconds, ref_dir)
-        self._packs[key] = pack
-        return pack
+        return Pack(pack_dir, meta, res.result.get("environment", {}), res.seconds, ref_dir)
 
     # -- one candidate ----------------------------------------------------------------------------
     def verify(self, problem: str | Path, candidate: str | Path, progress: Progress | None = None) -> Report:
@@ -133,6 +173,11 @@ class Verifier:
         except ProblemError as e:
             return _finish(R.rejected("load_error", str(e), blame="problem",
                                       stages=[Stage("load", "failed", 0.0, str(e))]), t0)
+        from kernelagent.verifier.estimate import refuse_verify  # too large for this machine: say so up front
+        too_big = refuse_verify(pspec, self.options, self.device)
+        if too_big:
+            return _finish(R.rejected("load_error", too_big, blame="problem",
+                                      stages=[Stage("load", "failed", 0.0, too_big)]), t0)
         base = Report(problem={"path": str(problem), "name": pspec.name, "sha256": pspec.sha256})
         try:
             cspec = inspect_candidate(candidate)
@@ -142,6 +187,12 @@ class Verifier:
         mismatch = static_signature_mismatch(pspec.source, cspec.source)
         if mismatch:
             return self._reject(base, [Stage("load", "failed", 0.0, mismatch)], "load_error", mismatch, t0)
+        wanted = self.options.backend
+        if wanted and cspec.backend in ("triton", "cute") and cspec.backend != wanted:
+            names = {"triton": "Triton", "cute": "CuTe DSL"}
+            msg = (f"a {names[wanted]} kernel was asked for (--backend {wanted}), but this candidate is written in "
+                   f"{names[cspec.backend]}")
+            return self._reject(base, [Stage("load", "failed", 0.0, msg)], "policy_violation", msg, t0)
         stages.append(Stage("load", "passed", round(time.perf_counter() - t0, 4)))
         policy = check_policy(cspec.source, str(candidate))
         pstage = Stage("policy", "passed" if policy.ok else "failed", 0.0,
@@ -165,7 +216,8 @@ class Verifier:
             e.report.stages = stages + e.report.stages
             return _finish(e.report, t0)
         stages.append(Stage("reference", "passed", round(pack.seconds, 3),
-                            details={"trials": len(pack.meta["trials"]), "notes": pack.meta.get("notes", [])}))
+                            details={"trials": len(pack.meta["trials"]), "notes": pack.meta.get("notes", []),
+                                     "cache": pack.meta.get("cache")}))
         say("running the candidate")
         return self._run_candidate(base, stages, pspec, cspec, pack, cand_worker, aot_worker, t0)
 
@@ -175,24 +227,34 @@ class Verifier:
 
         cand_path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         cand_path.write_text(cspec.source)
-        req = {"role": "candidate", "candidate": str(cand_path), "pack_dir": str(pack.dir),
-               "device": self.device, "secret": self.options.secret, "backend": cspec.backend,
-               "timing": self.options.timing, "deny_read": self._deny_read(pspec, pack)}
+        worker.link(P.META_FILE, pack.dir / P.META_FILE)
+        worker.link(P.INIT_FILE, pack.dir / P.INIT_FILE)
+        req = P.CandidateRequest(candidate=str(cand_path), device=self.device, in_dir=str(worker.in_dir),
+                                 out_dir=str(worker.out_dir), backend=cspec.backend, timing=self.options.timing,
+                                 deny_read=self._deny_read(pspec, pack))
         t_run = time.perf_counter()
-        res = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
+        with self._quiet():
+            res = worker.run(req, self.options.timeout, self.options.memory_limit_mb,
+                             on_constructed=lambda: self._deliver(worker, pspec, pack))
         t_aot = time.perf_counter()
         aot = None
         if aot_worker is not None:
             aot = self._aot(aot_worker, cspec, res, pspec, pack)
         t_judge = time.perf_counter()
-        report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
+        report = decide(base, stages, res, aot, pack, cspec.backend, cand_path, self.options)
         report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
         report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
         report.metrics["cost_notes"] = _cost_notes(res)
         worker.discard(self.options.keep_workdir)
+        self.pool.refill()  # the GPU is quiet now: warm the next workers
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
+            from kernelagent.verifier.judge.verdict import with_tool_stages
             from kernelagent.verifier.measure.tools_stage import run_gpu_tools
-            run_gpu_tools(self, report, pspec, cspec, pack)
+
+            def single(prefix: list[str], main_set: bool, env: dict[str, str] | None) -> WorkerResult:
+                return self.single_run(cspec, pspec, pack, prefix, main_set, env)
+
+            report = with_tool_stages(report, run_gpu_tools(single, self.options.profile, self.options.sanitize))
         return _finish(report, t0)
 
     def _aot(self, worker: Worker, cspec: CandidateSpec, res: WorkerResult, pspec: ProblemSpec,
@@ -203,9 +265,9 @@ class Verifier:
             return None
         path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         path.write_text(cspec.source)
-        out = worker.run({"role": "aot", "candidate": str(path), "requests": requests,
-                          "deny_read": self._deny_read(pspec, pack)}, self.options.timeout,
-                         self.options.memory_limit_mb)
+        req = P.AotRequest(candidate=str(path), requests=requests, out_dir=str(worker.out_dir),
+                           deny_read=self._deny_read(pspec, pack))
+        out = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
         worker.discard(self.options.keep_workdir)
         if out.status != "ok":
             return {"error": None, "kernels": [], "skipped": [f"AOT worker {out.status}: {out.died_how}"]}
@@ -219,18 +281,64 @@ class Verifier:
         # the tool's injected library reports to its front end over sockets, which a fresh network
         # namespace would cut (the run then hangs); the audit hook still refuses the candidate's sockets
         env = {**(extra_env or {}), "KERNELAGENT_WORKER_NETNS": "0"}
-        worker = Worker(self.device, prefix=prefix, workdir=make_workdir(), extra_env=env)
+        worker = Worker(self.device, prefix=prefix, workdir=make_workdir(), extra_env=env,
+                        confinement=self.options.confinement, tripwires=self.options.tripwires)
         path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         path.write_text(cspec.source)
-        req = {"role": "single", "candidate": str(path), "pack_dir": str(pack.dir), "device": self.device,
-               "secret": self.options.secret, "main_set": main_set, "deny_read": self._deny_read(pspec, pack)}
+        worker.link(P.META_FILE, pack.dir / P.META_FILE)
+        worker.link(P.INIT_FILE, pack.dir / P.INIT_FILE)
+        self._deliver(worker, pspec, pack, timing=False)  # a tool run gets its inputs up front
+        req = P.CandidateRequest(candidate=str(path), device=self.device, in_dir=str(worker.in_dir),
+                                 out_dir=str(worker.out_dir), backend=cspec.backend, main_set=main_set,
+                                 deny_read=self._deny_read(pspec, pack), role=P.Role.SINGLE)
         res = worker.run(req, self.options.timeout * 4, self.options.memory_limit_mb)
         worker.discard(self.options.keep_workdir)
         return res
 
+    def match(self, problem: str | Path, references: dict[str, Path]) -> list[dict[str, Any]]:
+        """Which of `references` (library reference problems, by name) compute the same function as
+        `problem`, run on the same random inputs in one worker. Raises ReferenceFailure-free ValueError
+        with a one-line reason when the worker could not run them."""
+        worker = self.pool.acquire(self.device)
+        try:
+            entries = [{"name": name, "reference": str(worker.link(f"ref_{i}.py", Path(path).resolve()))}
+                       for i, (name, path) in enumerate(references.items())]
+            req = P.MatchRequest(problem=str(worker.link(P.PROBLEM_FILE, Path(problem).resolve())), entries=entries,
+                                 device=self.device, out_dir=str(worker.out_dir), seed=self.options.secret,
+                                 cap=self.options.cpu_max_elements)
+            res = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
+        finally:
+            worker.discard()
+        if res.status != "ok" or "error" in res.result:
+            raise ValueError(res.result.get("error", {}).get("message") or f"matching worker {res.status}: "
+                             f"{res.died_how}")
+        return res.result["match"]["results"]
+
+    def _quiet(self) -> Any:
+        """While a worker may time on the GPU, no other GPU worker of this pool starts (pool.gpu_quiet)."""
+        timed = self.device == "cuda" and self.options.timing
+        return self.pool.gpu_quiet() if timed else contextlib.nullcontext()
+
+    def _deliver(self, worker: Worker, pspec: ProblemSpec, pack: Pack, timing: bool = True) -> None:
+        """Once the candidate's model exists: its trial inputs, the problem (for fresh draws) and the
+        timing plan go into the worker's `-in` folder; the delivery file comes last."""
+        ids = [t["id"] for t in pack.meta["trials"]]
+        for tid in ids:
+            worker.link(P.inputs_file(tid), pack.dir / P.inputs_file(tid))
+        worker.link(P.PROBLEM_FILE, Path(pspec.path).resolve())
+        plan_file = pack.refs / "plan.json"
+        plan = None
+        if timing and plan_file.exists():
+            plan = P.decode_delivery(f'{{"plan": {plan_file.read_text()}, "trial_ids": []}}').plan
+        tmp = worker.in_dir / (P.DELIVERY_FILE + ".tmp")
+        tmp.write_text(P.encode(P.Delivery(plan=plan, trial_ids=ids)))
+        tmp.replace(worker.in_dir / P.DELIVERY_FILE)
+
     def _deny_read(self, pspec: ProblemSpec, pack: Pack) -> list[str]:
+        from kernelagent.verifier.refcache import home as ka_home_of
+
         home = Path.home()
-        ka_home = Path(os.environ.get("KERNELAGENT_HOME") or home / ".kernelagent")
+        ka_home = ka_home_of()
         kernels = Path(__file__).resolve().parents[1] / "kernels"
         return [str(self.scratch / "refs"), str(pack.refs), str(Path(pspec.path).resolve()), str(ka_home), str(kernels),
                 str(home / ".ssh"), str(home / ".aws"), str(home / ".config"), str(home / ".netrc"),
@@ -238,14 +346,32 @@ class Verifier:
 
     def _reject(self, base: Report, stages: list[Stage], category: str, message: str, t0: float,
                 detail: str = "") -> Report:
-        base.verdict, base.category, base.message, base.stages = "rejected", category, message, stages
-        base.feedback = build_feedback(base, detail=detail)
-        return _finish(base, t0)
+        from kernelagent.verifier.judge.verdict import reject_early
+
+        return _finish(reject_early(base, stages, category, message, detail), t0)
 
 
-def _reference_report(spec: ProblemSpec, res: WorkerResult) -> Report:
-    err = res.result.get("error") or {}
-    if res.status != "ok":
+def _move_into(src: Path, dst: Path) -> None:
+    """Move a folder the worker wrote into its place in the scratch (same file system: a rename)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        shutil.rmtree(dst)
+    try:
+        os.replace(src, dst)
+    except OSError:
+        shutil.copytree(src, dst)
+
+
+def _reference_report(spec: ProblemSpec, res: WorkerResult, linked: str = "") -> Report:
+    """The report when the problem itself could not be run: the user's input (exit 2), unless the verifier
+    failed. Paths of the worker's linked copy are shown as the user's own file."""
+    err = {k: (v.replace(linked, spec.path) if linked and isinstance(v, str) else v)
+           for k, v in (res.result.get("error") or {}).items()}
+    if res.status == "oom":
+        msg = (f"running the problem {spec.path} needed more host memory than the worker's limit and was "
+               "stopped; use smaller inputs in get_inputs(), or raise the limit")
+        category, detail = "load_error", ""
+    elif res.status != "ok":
         msg = f"the reference worker {res.status} ({res.died_how}) while running {spec.path}"
         category = "timeout" if res.status == "timeout" else "runtime_error"
         detail = res.stderr_tail[-1500:]

@@ -29,6 +29,8 @@ CATEGORIES: dict[str, str] = {
     "input_mutation": "the candidate wrote into its inputs",
     "stale_memory": "outputs hold memory the candidate never wrote",
     "caching_detected": "outputs did not follow new values written into the same input buffers",
+    "timing_violation": "while timed, calls returned answers they did not compute for their inputs, launched no "
+                        "kernel, or took less time than the hardware allows: work was remembered or skipped",
     "stream_violation": "work ran on a stream the timing did not see",
     "internal_error": "the verifier itself failed; the candidate is not to blame",
 }
@@ -36,7 +38,7 @@ CATEGORIES: dict[str, str] = {
 # Order in which a failing category wins when several apply (most specific first).
 CATEGORY_PRIORITY = [
     "load_error", "policy_violation", "compile_error", "timeout", "runtime_error",
-    "input_mutation", "stale_memory", "caching_detected", "stream_violation",
+    "input_mutation", "stale_memory", "caching_detected", "stream_violation", "timing_violation",
     "fallback_to_reference", "no_kernel_launched", "nondeterministic", "nan_inf", "mismatch",
 ]
 

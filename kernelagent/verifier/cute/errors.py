@@ -114,7 +114,7 @@ def clean_error(text: str, candidate_path: str) -> str:
 def exception_text(exc: BaseException, candidate_path: str) -> str:
     """The DSL's own report for its errors, else `Type: message`; then the candidate's frames
     (file, line, code; innermost last) when the text does not already point into the candidate."""
-    body = str(exc).strip()
+    body = once(ANSI.sub("", str(exc)).strip())  # the DSL colours its report and prints it twice
     is_dsl = "DSLBaseError" in [c.__name__ for c in type(exc).__mro__]
     text = body if is_dsl and body else (f"{type(exc).__name__}: {body}" if body else type(exc).__name__)
     cause = exc.__cause__
@@ -125,6 +125,26 @@ def exception_text(exc: BaseException, candidate_path: str) -> str:
         text += "".join(f'\n  File "{f.filename}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}'
                         for f in candidate_frames(exc, candidate_path)[-3:])
     return text
+
+
+def once(text: str) -> str:
+    """The text without a repeat of itself: a report followed by a copy (blank lines ignored) is kept once."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    solid = [ln for ln in lines if ln.strip()]
+    for size in range(len(solid) // 2, 0, -1):
+        if solid[-size:] == solid[-2 * size:-size] and size * 2 == len(solid):
+            return "\n".join(_first_lines(lines, size))
+    return text
+
+
+def _first_lines(lines: list[str], solid_count: int) -> list[str]:
+    out, seen = [], 0
+    for ln in lines:
+        if seen == solid_count:
+            break
+        out.append(ln)
+        seen += bool(ln.strip())
+    return out
 
 
 def candidate_frames(exc: BaseException, candidate_path: str) -> list[traceback.FrameSummary]:

@@ -6,6 +6,7 @@ specific category wins (report.CATEGORY_PRIORITY).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +21,13 @@ from kernelagent.verifier.judge.compare import (
     compare_outputs,
     looks_like_reduced_precision,
 )
-from kernelagent.verifier.worker.integrity import poison_value
+from kernelagent.verifier.judge.timed import bimodal, check_prints, describe_wrong, tolerance_for
+from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
+from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
 
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
 HOST_GAP_MS = 0.05       # ... and by at least this much per call (launch overhead on tiny kernels)
+PHYSICS_MARGIN = 0.8     # a time below this share of measure.roofline.physics_floor_ms is impossible
 
 
 @dataclass
@@ -49,16 +53,19 @@ class Judgement:
 
 
 class Judge:
-    def __init__(self, ref_dir: Path, meta: dict[str, Any], facts: dict[str, Any], out_dir: Path,
-                 cpu_compile_only: bool = False):
+    def __init__(self, ref_dir: Path, meta: dict[str, Any], facts: CandidateFacts, out_dir: Path,
+                 cpu_compile_only: bool = False, physics_floor_ms: float | None = None, uses_dot: bool = True):
         self.refs, self.meta, self.facts, self.out = ref_dir, meta, facts, out_dir
         # compare where the tensors were made: on a GPU machine the float64 comparisons of large outputs
         # are milliseconds there and seconds on the host
         self.device = "cuda" if meta.get("device") == "cuda" else "cpu"
+        self.load_device = "cuda" if self.device == "cuda" and torch.cuda.is_available() else "cpu"
         self.tolerance = meta["problem"].get("tolerance")
         self.trials = {t["id"]: t for t in meta["trials"]}
         self.j = Judgement()
         self.cpu_compile_only = cpu_compile_only
+        self.physics_floor_ms = physics_floor_ms
+        self.uses_dot = uses_dot
         self._refs: dict[int, dict[str, Any]] = {}
 
     def ref(self, trial_id: int) -> dict[str, Any]:
@@ -77,7 +84,7 @@ class Judge:
 
     def _load(self, path: Path) -> dict[str, Any]:
         t = time.perf_counter()
-        data = tensorio.load(path, self.device)
+        data = tensorio.load(path, self.load_device)
         m = self.j.metrics
         m["judge_load_seconds"] = round(m.get("judge_load_seconds", 0.0) + time.perf_counter() - t, 4)
         return data
@@ -85,49 +92,68 @@ class Judge:
     # -- integrity facts that need no comparison ---------------------------------------------------
     def runtime_integrity(self) -> None:
         f = self.facts
-        if f.get("patched"):
-            names = ", ".join(f["patched"][:6])
+        if f.patched:
+            names = ", ".join(f.patched[:6])
             self.j.add("policy_violation", f"the candidate replaced {names} at run time", "integrity",
                        "never reassign attributes of torch, triton or the standard library")
-        if f.get("blocked"):
-            self.j.add("policy_violation", f"the sandbox refused: {'; '.join(sorted(set(f['blocked']))[:4])}",
+        if f.blocked:
+            self.j.add("policy_violation", f"the sandbox refused: {'; '.join(sorted(set(f.blocked))[:4])}",
                        "integrity", "kernels must not touch files, the network, other processes or the interpreter")
-        threads = f.get("threads") or {}
-        extra = sorted(set(threads.get("python_after", [])) - set(threads.get("python_before", [])))
+        extra = sorted(set(f.threads.get("python_after", [])) - set(f.threads.get("python_before", [])))
         if extra:
             self.j.add("policy_violation", f"the candidate left Python threads running: {', '.join(extra[:4])}",
                        "integrity", "do all work in the forward call, on the caller's thread")
-        for tid, t in (f.get("trials") or {}).items():
+        for tid, t in f.trials.items():
             self._trial_facts(int(tid), t)
 
-    def _trial_facts(self, tid: int, t: dict[str, Any]) -> None:
+    def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
+        """The recorded ops that computed; library ops whose Python bodies the recorder ran (and recorded
+        like forward) are the candidate's kernels, and the autograd engine's sums are not the candidate's."""
+        return {k: v for k, v in compute_ops(ops, grad_leaves).items() if k not in set(opened)}
+
+    def _host_compute(self, t: CallFacts | Any, trial: dict[str, Any]) -> str:
+        if self.device != "cuda":
+            return ""  # without a GPU nothing leaves a device
+        return host_compute(t.transfers.d2h_bytes, t.transfers.scalar_reads, int(trial.get("input_bytes") or 0))
+
+    def _trial_facts(self, tid: int, t: CallFacts) -> None:
         trial = self.trials.get(tid, {})
-        if t.get("mutated"):
-            self.j.add("input_mutation", f"input value(s) {t['mutated']} were modified by forward "
+        if t.mutated:
+            self.j.add("input_mutation", f"input value(s) {t.mutated} were modified by forward "
                        f"(trial with inputs {trial.get('input_desc', '')})", "integrity",
                        "write results into new tensors, never into the inputs")
-        bad_types = [x for x in t.get("types", []) if x.startswith(("subclass:", "other:"))]
-        if bad_types:
-            self.j.add("mismatch", f"outputs must be plain torch.Tensors, got {bad_types}", "integrity")
-        if t.get("aliases") and not trial.get("aliases_input"):
+        if t.aliases and not trial.get("aliases_input"):
             self.j.add("input_mutation", "an output shares storage with an input", "integrity",
                        "allocate the outputs with torch.empty* and write them in your kernel")
-        if t.get("compute_ops"):
-            ops = ", ".join(f"{k} x{v}" for k, v in sorted(t["compute_ops"].items())[:8])
+        shape = _skeleton(t.structure)
+        if trial.get("structure") and shape != _skeleton(trial["structure"]):
+            self.j.add("mismatch", f"forward returned {t.structure} where the reference returns "
+                       f"{trial['structure']}", "correctness", "return exactly what the reference returns")
+        computed = self._computed(t.ops, t.grad_leaves, t.opened)
+        if computed:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(computed.items())[:8])
             self.j.add("fallback_to_reference", f"forward dispatched PyTorch compute ops: {ops}", "integrity",
                        "compute everything in your own kernels; only allocation, views and copies are allowed")
-        if t.get("launches", 0) == 0 and not self.cpu_compile_only:
+        host = self._host_compute(t, trial)
+        if host:
+            self.j.add("fallback_to_reference", f"{host}: the answer was computed on the host", "integrity",
+                       "compute on the GPU in your own kernels; do not copy inputs to the CPU")
+        if t.launches == 0 and not self.cpu_compile_only:
             self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",
                        "forward must launch your Triton / CuTe DSL kernel on every call")
-        if t.get("late_writes"):
+        if t.late_writes:
             self._late_writes("")
-        wrong_dev = [d for d in t.get("devices", []) if d and d != self.meta.get("device", d)]
+        wrong_dev = [d for d in t.devices if d and d != self.meta.get("device", d)]
         if wrong_dev:
             self.j.add("mismatch", f"outputs on device {wrong_dev[0]}, expected {self.meta.get('device')}",
                        "correctness")
 
     # -- comparisons -------------------------------------------------------------------------------
     def correctness(self) -> None:
+        missing = [tid for tid in self.trials if not (self.out / f"cand_{tid}.pt").exists()]
+        if missing or not self.trials:  # every trial must have been run and saved: facts alone prove nothing
+            self.j.add("runtime_error", f"no outputs were saved for trial(s) {missing[:6]}: the candidate's "
+                       "process did not run every trial", "correctness")
         for tid in self.trials:
             got = self.cand(f"cand_{tid}")
             if got is None:
@@ -140,7 +166,7 @@ class Judge:
 
     def _classify_failure(self, res: TrialResult) -> None:
         trial = res.trial
-        where = f"trial seed {trial['seed']}, input set {trial['set']} {trial.get('input_desc', '')}"
+        where = f"trial seed {trial['seed']}, input set {trial['set']} {trial.get('input_desc', '')}{_dist(trial)}"
         if not res.structure_ok:
             self.j.add("mismatch", f"{res.structure_msg} ({where})", "correctness")
             return
@@ -158,7 +184,7 @@ class Judge:
                        f"{stale['seed']}, set {stale['set']}) ({where})", "correctness",
                        "compute from the input values on every call; never cache results by pointer, shape or count")
             return
-        hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"])))
+        hint = looks_like_reduced_precision(leaf, _dtype_of(self.ref(trial["id"])), self.uses_dot)
         detail = "\n".join(x for x in (leaf.rows, hint) if x)
         self.j.add("mismatch", f"{leaf.name}: {leaf.message} ({where})", "correctness", detail)
 
@@ -215,7 +241,7 @@ class Judge:
                        "look for races: missing barriers, unmasked reads of memory nothing wrote, atomics")
 
     def caching(self) -> None:
-        probe_info = self.facts.get("cache_probe")
+        probe_info = self.facts.cache_probe
         probe = self.cand("probe")
         if not probe_info or probe is None:
             return
@@ -231,79 +257,71 @@ class Judge:
                        "compute from the input values on every call; never cache results by pointer or shape")
 
     def timed_outputs(self) -> None:
-        timing = self.facts.get("timing") or {}
-        if self._late_in_trials():
-            return  # outputs written after the caller's stream finished: later wrong answers add nothing
-        passed = {r.trial["id"] for r in self.j.trials if r.ok}
-        for tid in timing.get("checked_trials", []):
-            got = self.cand(f"timed_{tid}")
-            if got is None or tid not in passed:  # a trial already wrong says nothing new here
-                continue
-            res = compare_outputs(self.trials[tid], got["outputs"], self.ref(tid), self.tolerance)
-            if not res.ok:
-                self._timed_output_wrong(self.trials[tid], got, res)
-                return
-        for probe in timing.get("after", []):
-            got = self.cand(f"after_{probe['buffers_of']}")
-            donor = self.trials.get(probe["values_of"])
-            if got is None or donor is None:
-                continue
-            if probe.get("compute_ops"):
-                self.j.add("fallback_to_reference", "after the timed runs, forward dispatched PyTorch compute ops: "
-                           + ", ".join(sorted(probe["compute_ops"])[:6]), "timing")
-                return
-            if probe.get("launches") == 0:  # it launched during the correctness trials: now it replays
-                self.j.add("caching_detected", "after the timed runs, forward launched no kernel: it returned "
-                           "results remembered from earlier calls", "timing",
-                           "compute from the input values on every call; never cache results")
-                return
-            if donor["id"] not in passed:
-                continue
-            res = compare_outputs(donor, got["outputs"], self.ref(donor["id"]), self.tolerance)
-            if not res.ok:
-                self._after_output_wrong(self.trials.get(probe["buffers_of"]), got, res)
-                return
-        ratio = timing.get("candidate", {}).get("host_ratio")
-        med = timing.get("candidate", {}).get("median_ms")
-        host_ms = timing.get("candidate", {}).get("host_ms_per_call")
+        """The timed calls: right answers on their fresh draws, kernels launched, nothing computed by
+        PyTorch or on the host, no work hidden on another stream, no time below physics."""
+        timing = self.facts.timing
+        if timing is None or timing.error or self._late_in_trials():
+            return  # outputs written after the caller's stream finished: stream_violation says so already
+        if all(r.ok for r in self.j.trials):  # a kernel already wrong says nothing new when timed
+            self._timed_prints()
+        per_call = max((t.grad_leaves for t in self.facts.trials.values()), default=0)
+        computed = self._computed(timing.ops, per_call * max(timing.calls, 1), timing.opened)
+        if computed:
+            self.j.add("fallback_to_reference", "while timed, forward dispatched PyTorch compute ops: "
+                       + ", ".join(sorted(computed)[:6]), "timing")
+        main = self.trials.get((self.meta.get("timing") or {}).get("template_trial", -1), {})
+        host = self._host_compute(_per_call(timing), main)
+        if host:
+            self.j.add("fallback_to_reference", f"while timed, {host}", "timing")
+        if timing.launches is not None and timing.calls and timing.launches < timing.calls:
+            self.j.add("timing_violation", f"while timed, {timing.calls - timing.launches} of {timing.calls} calls "
+                       "launched no kernel: they returned answers without computing them", "timing",
+                       "launch your kernel on every call; never reuse results between calls")
+        self._stream_check(timing.candidate)
+        self._physics(timing.candidate)
+
+    def _timed_prints(self) -> None:
+        path = self.refs / "checks.pt"
+        cand = self.cand("timed_prints")
+        if not path.exists():
+            return
+        if cand is None:
+            self.j.add("timing_violation", "the timed calls left no fingerprints of their outputs", "timing")
+            return
+        ref = self._load(path)
+        dtypes = [x.dtype for x in (self.ref(self.meta["trials"][0]["id"]).get("native") or [])
+                  if isinstance(x, torch.Tensor)]
+        rel, atol = tolerance_for(dtypes, self.tolerance)
+        verdict = check_prints(cand, ref, rel, atol)
+        self.j.metrics["timed_calls_checked"] = verdict.checked
+        if not verdict.ok:
+            self.j.add("timing_violation", describe_wrong(verdict), "timing",
+                       "compute every call from its input values; never cache, skip or defer work between calls")
+
+    def _stream_check(self, cand: dict[str, Any]) -> None:
+        ratio, med, host_ms = cand.get("host_ratio"), cand.get("median_ms"), cand.get("host_ms_per_call")
         if ratio and med and ratio > HOST_RATIO_LIMIT and host_ms and host_ms - med > HOST_GAP_MS:
             self.j.add("stream_violation", f"device work took {ratio:.1f}x the time the timing events saw: "
                        "work ran on another stream", "timing", "launch on torch.cuda.current_stream()")
 
+    def _physics(self, cand: dict[str, Any]) -> None:
+        floor = self.physics_floor_ms
+        times = [x for x in (cand.get("median_ms"), cand.get("mean_ms")) if x]
+        if floor and times and min(times) < PHYSICS_MARGIN * floor:
+            self.j.add("timing_violation", f"the timed calls took {min(times):.4f} ms, below the {floor:.4f} ms the "
+                       "GPU needs at least to read the inputs and write the outputs of one call: work was skipped",
+                       "timing", "compute every call in full; a time faster than the hardware is not a speedup")
+        note = bimodal(cand.get("samples_ms") or [])
+        if note:
+            self.j.notes.append(note)
+
     def _late_in_trials(self) -> bool:
-        return any(t.get("late_writes") for t in (self.facts.get("trials") or {}).values())
+        return any(t.late_writes for t in self.facts.trials.values())
 
     def _late_writes(self, where: str) -> None:
         self.j.add("stream_violation", "the outputs were still changing after forward returned and the current "
                    f"stream had finished{where}: work ran on another stream and was never joined", "integrity",
                    "launch on torch.cuda.current_stream(), or make it wait for your stream before returning")
-
-    def _timed_output_wrong(self, trial: dict[str, Any], got: dict[str, Any], res: TrialResult) -> None:
-        """Right at the correctness trial, wrong while timed: another input's answer, or a race."""
-        summary = res.worst.summary() if res.worst else ""
-        other = self._answer_of_other_trial(trial, got["outputs"])
-        if other is not None:
-            self.j.add("caching_detected", f"while timed, forward returned the answer for other inputs (those "
-                       f"of trial seed {other['seed']}, set {other['set']}): {summary}", "timing",
-                       "compute from the input values on every call; never cache results by pointer or shape")
-            return
-        self.j.add("nondeterministic", "the same inputs gave a right result at the correctness trial and a wrong "
-                   f"one while timed: {summary}", "timing",
-                   "look for races: missing barriers, blocks writing the same elements, unmasked reads of memory "
-                   "nothing wrote; then for state kept between calls")
-
-    def _after_output_wrong(self, old: dict[str, Any] | None, got: dict[str, Any], res: TrialResult) -> None:
-        """New values in a timed buffer, wrong answer: the old values' answer is a cache, else a race."""
-        summary = res.worst.summary() if res.worst else ""
-        if old is not None and self._is_answer_of(old, got["outputs"]):
-            self.j.add("caching_detected", "after the timed runs, new values in the timed input buffers did not "
-                       f"change the output (it is still the old values' answer): {summary}", "timing",
-                       "compute from the input values on every call; never cache results")
-            return
-        self.j.add("nondeterministic", "after the timed runs, a call on new values gave a wrong answer that is not "
-                   f"the old values' answer either: {summary}", "timing",
-                   "look for races: blocks writing the same elements, missing barriers; then for state kept "
-                   "between calls")
 
     def run(self) -> Judgement:
         self.runtime_integrity()
@@ -319,9 +337,36 @@ class Judge:
         self.j.metrics["trials"] = len(self.j.trials)
         self.j.metrics["trials_passed"] = len(ok_trials)
         self._refs.clear()
-        if self.device == "cuda":
+        if self.load_device == "cuda":
             torch.cuda.empty_cache()  # the next candidate's worker needs the memory more than our cache
         return self.j
+
+
+def _per_call(timing: Any) -> Any:
+    """The timed calls' host traffic per call (the rules are per call; the record sums every call)."""
+    from types import SimpleNamespace
+
+    n = max(int(timing.calls or 0), 1)
+    per = Transfers(d2h_bytes=timing.transfers.d2h_bytes // n, scalar_reads=timing.transfers.scalar_reads // n)
+    return SimpleNamespace(transfers=per)
+
+
+def _dist(trial: dict[str, Any]) -> str:
+    """How a trial's inputs differ from the problem's own draw, for messages."""
+    if trial.get("dist") == "wide":
+        w = trial.get("wide") or {}
+        return (f", inputs scaled by {w.get('scale', '?'):g} and shifted by {w.get('offset', '?'):g} (the reference "
+                "stays finite there: keep the arithmetic stable, e.g. subtract the row maximum before exp)")
+    if trial.get("dist") == "alt":
+        return ", a second input distribution"
+    if trial.get("dist") == "near":
+        return ", the first trial's inputs with a few elements changed"
+    return ""
+
+
+def _skeleton(structure: str) -> str:
+    """A structure description without shapes and dtypes (those are compared leaf by leaf)."""
+    return re.sub(r"Tensor\([^)]*\):\w+", "Tensor", structure)
 
 
 def _dtype_of(ref: dict[str, Any]) -> torch.dtype:

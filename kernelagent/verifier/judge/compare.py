@@ -223,14 +223,16 @@ def _compare_grads(ref: dict[str, Any], got: dict[str, Any], tolerance: dict[str
     return out
 
 
-def looks_like_reduced_precision(result: LeafResult, dtype: torch.dtype) -> str:
-    """A hint when an fp32 output's error has the size of fp16/bf16/tf32 rounding."""
+def looks_like_reduced_precision(result: LeafResult, dtype: torch.dtype, uses_dot: bool = True) -> str:
+    """A hint when an fp32 output's error has the size of fp16/bf16/tf32 rounding (the tl.dot advice only
+    for kernels that call tl.dot)."""
     if dtype != torch.float32 or result.ok or result.kind != "mismatch":
         return ""
     if result.frac_bad < 0.01:  # rounding spreads over most elements; a few bad ones are a logic bug
         return ""
     if 1e-4 < result.rel_l2 < 3e-3:
-        return "the error has the size of fp16/tf32 rounding: keep fp32 arithmetic (tl.dot: input_precision='ieee')"
+        dot = " (tl.dot: input_precision='ieee')" if uses_dot else ""
+        return f"the error has the size of fp16/tf32 rounding: keep fp32 arithmetic{dot}"
     if 3e-3 <= result.rel_l2 < 3e-2:
         return "the error has the size of bf16 rounding: keep fp32 arithmetic"
     return ""

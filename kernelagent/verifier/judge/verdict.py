@@ -8,16 +8,20 @@ from typing import Any
 from kernelagent.verifier import report as R
 from kernelagent.verifier.judge.checks import Judge, Judgement
 from kernelagent.verifier.judge.feedback import build_feedback
+from kernelagent.verifier.judge.timed import speed_claim
 from kernelagent.verifier.measure.ceilings import load_ceilings
-from kernelagent.verifier.measure.roofline import floor_ms, percent_of_limit
+from kernelagent.verifier.measure.roofline import floor_ms, percent_of_limit, physics_floor_ms
+from kernelagent.verifier.measure.timing import bootstrap_speedup
 from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.pack import Pack
+from kernelagent.verifier.protocol import CandidateFacts
 from kernelagent.verifier.report import Report, Stage
 from kernelagent.verifier.sandbox.pool import WorkerResult
 
 
-def _worker_stages(facts: dict[str, Any]) -> list[Stage]:
+def _worker_stages(stages: dict[str, Any]) -> list[Stage]:
     out = []
-    for name, s in (facts.get("stages") or {}).items():
+    for name, s in (stages or {}).items():
         out.append(Stage(name if name != "load" else "import", s["status"], s.get("seconds", 0.0),
                          s.get("message", ""), s.get("details", {})))
     return out
@@ -27,7 +31,7 @@ def _progress_stages(res: WorkerResult) -> list[Stage]:
     path = Path(res.out_dir) / "progress.json"
     try:
         import json
-        return _worker_stages({"stages": json.loads(path.read_text())})
+        return _worker_stages(json.loads(path.read_text()))
     except (OSError, ValueError):
         return []
 
@@ -38,8 +42,16 @@ def _dead_worker(base: Report, stages: list[Stage], res: WorkerResult, options: 
     if res.status == "timeout":
         msg = f"the candidate ran past the {options.timeout:.0f} s limit (killed with its process group)"
         category = "timeout"
+    elif res.status == "forged":
+        msg = ("the worker's result was not the verifier's: the candidate wrote it (or wrote one and ended the "
+               "process before the verifier could)")
+        stages.append(Stage("run", "failed", round(res.seconds, 3), msg))
+        return _done(base, stages, "policy_violation", msg, detail="never write the verifier's files or end the "
+                     "process; compute the outputs in forward")
     elif res.status == "oom":
-        msg = "the candidate's process went over its host-memory limit and was killed"
+        lim = res.limits or {}
+        why = lim.get("stopped") or f"over {lim.get('memory_limit_mb', '?')} MiB ({lim.get('basis', 'the limit')})"
+        msg = f"the candidate's process went over its host-memory limit and was killed: {why}"
         category = "runtime_error"
     else:
         msg = f"the candidate's process died: {res.died_how}"
@@ -58,8 +70,8 @@ def _done(base: Report, stages: list[Stage], category: str, message: str, *, det
     return base
 
 
-def _compile_stage(facts: dict[str, Any], aot: dict[str, Any] | None, device: str) -> tuple[Stage, list[dict]]:
-    kernels = list((facts.get("compile") or {}).get("kernels") or [])
+def _compile_stage(facts: CandidateFacts, aot: dict[str, Any] | None, device: str) -> tuple[Stage, list[dict]]:
+    kernels = list((facts.compile or {}).get("kernels") or [])
     details: dict[str, Any] = {}
     if aot:
         kernels += aot.get("kernels") or []
@@ -73,11 +85,18 @@ def _compile_stage(facts: dict[str, Any], aot: dict[str, Any] | None, device: st
     return Stage("compile", status, 0.0, f"compiled for {target}" if kernels else "", details), kernels
 
 
-def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, Any] | None, pack: Any,
-           cspec: Any, cand_path: Path, options: VerifyOptions) -> Report:
-    """Assemble the report of a candidate run."""
+_WORKER_OWN = ("confinement", "sandbox_network", "import_seconds", "mode")
+
+
+def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, Any] | None, pack: Pack,
+           backend: str, cand_path: Path, options: VerifyOptions) -> Report:
+    """Assemble the report of a candidate run: the one place a candidate's verdict is made."""
     device = pack.meta["device"]
-    base.environment = {**pack.environment, **res.result.get("environment", {}), "device": device}
+    # the pack's facts describe the reference worker; the walls are the candidate worker's own
+    shared = {k: v for k, v in pack.environment.items() if k not in _WORKER_OWN}
+    base.environment = {**shared, **res.result.get("environment", {}), "device": device}
+    if res.confinement:
+        base.environment["confinement"] = res.confinement
     if res.status != "ok":
         return _dead_worker(base, stages, res, options)
     if "error" in res.result:
@@ -86,36 +105,46 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
         stages.append(Stage("run", "failed", res.seconds, err.get("message", "")[:500]))
         msg = f"verifier error: {err.get('type')}: {err.get('message', '')[:200]}"
         return _done(base, stages, "internal_error", msg, detail=err.get("traceback", "")[-1500:])
-    facts = res.result["facts"]
-    stages += _worker_stages(facts)
+    try:
+        facts = CandidateFacts.from_dict(res.result["facts"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a result in the wrong shape is not ours
+        base.blame = "verifier"
+        msg = f"the worker's result is malformed ({type(e).__name__}: {str(e)[:120]})"
+        stages.append(Stage("run", "failed", res.seconds, msg))
+        return _done(base, stages, "internal_error", msg)
+    stages += _worker_stages(facts.stages)
     cstage, kernels = _compile_stage(facts, aot, device)
     stages.append(cstage)
-    notes = list(pack.meta.get("notes", [])) + list(facts.get("notes", []))
-    failure = facts.get("failure")
-    if facts.get("compile_only") and not failure:
+    notes = list(pack.meta.get("notes", [])) + list(facts.notes)
+    failure = facts.failure
+    if facts.compile_only and not failure:
         return _cute_compile_only(base, stages, facts, notes, kernels)
     if cstage.status == "failed":
         return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
                      notes=notes, kernels=kernels)
-    if failure and facts.get("blocked"):  # the refusal, not the error it caused, is what the candidate did
-        refused = "; ".join(sorted(set(facts["blocked"]))[:4])
+    if failure and facts.blocked:  # the refusal, not the error it caused, is what the candidate did
+        refused = "; ".join(sorted(set(facts.blocked))[:4])
         return _done(base, stages, "policy_violation", f"the sandbox refused: {refused}",
                      detail=f"{failure['message']}\nkernels must not touch files, the network, other processes, "
                             "threads or the interpreter", notes=notes, kernels=kernels)
     if failure:
-        cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
+        cpu_cute = device == "cpu" and backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
             category = failure["category"] if failure["category"] in R.CATEGORIES else "runtime_error"
             return _done(base, stages, category, failure["message"],
                          detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
                          kernels=kernels)
         return _cute_compile_only(base, stages, facts, notes, kernels)
-    judge = Judge(pack.refs, pack.meta, facts, Path(res.out_dir))
+    ceilings = load_ceilings(base.environment.get("gpu"))
+    floor = physics_floor_ms(pack.meta.get("work") or {}, ceilings) if device == "cuda" else None
+    uses_dot = "dot" in _source(cand_path)  # tl.dot, cute's gemm: the precision hint names tl.dot only then
+    judge = Judge(pack.refs, pack.meta, facts, Path(res.out_dir), physics_floor_ms=floor, uses_dot=uses_dot)
     judgement = judge.run()
     _judged_stages(stages, judgement)
     base.metrics.update(judgement.metrics)
-    base.metrics["launches"] = (facts.get("launch_stats") or {}).get("kernels", {})
-    _speed_metrics(base, pack, facts)
+    base.metrics["launches"] = (facts.launch_stats or {}).get("kernels", {})
+    notes += judgement.notes
+    _speed_metrics(base, pack, facts, ceilings, notes)
     if judgement.findings:
         first = min(judgement.findings, key=lambda f: R.CATEGORY_PRIORITY.index(f.category))
         return _done(base, stages, first.category, first.message, detail=first.detail, notes=notes, kernels=kernels)
@@ -125,15 +154,15 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
                  kernels=kernels)
 
 
-def _cute_compile_only(base: Report, stages: list[Stage], facts: dict[str, Any], notes: list[str],
+def _cute_compile_only(base: Report, stages: list[Stage], facts: CandidateFacts, notes: list[str],
                        kernels: list[dict[str, Any]]) -> Report:
     """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so."""
-    outcome = (facts.get("compile_only") or {}).get("outcome", "ok")
+    outcome = (facts.compile_only or {}).get("outcome", "ok")
     compile_stage = next((s for s in stages if s.name == "compile"), None)
     if compile_stage is not None and kernels:
         compile_stage.status, compile_stage.message = "passed", "compiled for sm_90a (no GPU)"
     if outcome != "ok":
-        return _done(base, stages, "no_kernel_launched", facts["compile_only"]["note"], notes=notes, kernels=kernels)
+        return _done(base, stages, "no_kernel_launched", facts.compile_only["note"], notes=notes, kernels=kernels)
     stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
     notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
     base.metrics["compile_only"] = True
@@ -160,32 +189,48 @@ def _trial_summary(t: Any) -> dict[str, Any]:
             "inputs": t.trial.get("input_desc", ""), "leaves": [leaf.summary() for leaf in t.leaves][:8]}
 
 
-def _speed_metrics(base: Report, pack: Any, facts: dict[str, Any]) -> None:
-    from kernelagent.verifier.measure.timing import bootstrap_speedup
-
+def _speed_metrics(base: Report, pack: Pack, facts: CandidateFacts, ceilings: dict[str, Any],
+                   notes: list[str]) -> None:
+    """Times, speedups with intervals (median and mean), and % of the roofline limit."""
     work = pack.meta.get("work") or {}
     base.metrics["flops"] = work.get("matmul_flops", 0) + work.get("other_flops", 0)
     base.metrics["min_bytes"] = work.get("min_bytes")
-    timing = facts.get("timing") or {}
-    cand = timing.get("candidate")
+    timing = facts.timing
+    if timing is not None and timing.error:
+        notes.append(f"speed was not measured: {timing.error}")
+        return
+    cand = timing.candidate if timing is not None else None
     if not cand:
         return
-    base.metrics.update(candidate_ms=cand["median_ms"], candidate_iqr_ms=cand["q3_ms"] - cand["q1_ms"],
-                        timing_method=cand["method"], host_ratio=cand.get("host_ratio"))
+    base.metrics.update(candidate_ms=cand["median_ms"], candidate_mean_ms=cand["mean_ms"],
+                        candidate_iqr_ms=cand["q3_ms"] - cand["q1_ms"], candidate_max_ms=max(cand["samples_ms"]),
+                        timing_method=cand["method"], host_ratio=cand.get("host_ratio"), timed_calls=timing.calls,
+                        timing_draws=timing.draws)
     baseline = pack.meta.get("baseline") or {}
     for name in ("eager", "compile"):
         b = baseline.get(name)
         if not b or not b.get("samples_ms"):
             continue
         point, lo, hi = bootstrap_speedup(b["samples_ms"], cand["samples_ms"])
+        mean_point, mean_lo, _ = bootstrap_speedup(b["samples_ms"], cand["samples_ms"], stat="mean")
+        holds, why = speed_claim(point, mean_point)
         base.metrics[f"{name}_ms"] = b["median_ms"]
         base.metrics[f"speedup_{name}"] = point
         base.metrics[f"speedup_{name}_ci"] = [lo, hi]
-        base.metrics[f"faster_than_{name}"] = lo > 1.0
-    ceilings = load_ceilings(base.environment.get("gpu"))
+        base.metrics[f"speedup_{name}_mean"] = mean_point
+        base.metrics[f"faster_than_{name}"] = holds and lo > 1.0 and mean_lo > 1.0
+        if why:
+            notes.append(f"against {name}: {why}")
     fl = floor_ms(work, ceilings)
     base.metrics.update(roofline_bound=fl["bound"], roofline_floor_ms=fl["floor_ms"],
                         roofline_pct=percent_of_limit(cand["median_ms"], fl), ceilings_source=fl["ceilings_source"])
+
+
+def _source(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _trim_traceback(detail: str, cand_path: str) -> str:
@@ -205,3 +250,29 @@ def _trim_traceback(detail: str, cand_path: str) -> str:
         i += 1
     tail = [ln for ln in lines[-6:] if ln.strip() and not ln.strip().startswith("File ")]
     return "\n".join(keep[-8:] + tail)[-2000:]
+
+
+def with_tool_stages(report: Report, tool_stages: list[Stage]) -> Report:
+    """Add the profile / sanitize stages to an accepted report; a sanitizer finding rejects the kernel."""
+    notes = []
+    for st in tool_stages:
+        report.stages.append(st)
+        if st.name == "profile" and st.details.get("summary"):
+            notes.append("Nsight Compute (one forward, clocks not locked):\n" + "\n".join(
+                f"  {line}" for line in st.details["summary"]))
+            report.metrics["profile"] = st.details["kernels"]
+        if st.name == "sanitize" and st.status == "failed":
+            racy = "racecheck" in st.message
+            report.verdict, report.category = "rejected", "nondeterministic" if racy else "runtime_error"
+            report.message = st.message
+            first = next((r for r in st.details.values() if r.get("errors")), {})
+            report.feedback = build_feedback(report, detail="\n".join(first.get("findings", [])))
+            return report
+    if notes:
+        report.feedback += "\n\n" + "\n".join(notes)
+    return report
+
+
+def reject_early(base: Report, stages: list[Stage], category: str, message: str, detail: str = "") -> Report:
+    """A verdict reached before any worker ran (load, backend, static policy)."""
+    return _done(base, stages, category, message, detail=detail)

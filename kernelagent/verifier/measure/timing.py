@@ -1,9 +1,11 @@
 """One timing method for candidate, eager reference and torch.compile reference (GPU only).
 
-Each sample: flush L2 (outside the events), pick the next input set (rotation defeats caches keyed on
-inputs), record events around one call. Warm-up first; repetitions until a time budget or a count;
-median and interquartile range. A host-clock cross-check around a full device synchronise catches
-work hidden on other streams. Under 10 us the calls are captured in a CUDA graph and replayed.
+Each call: new input values (fresh.Refresher, outside the events), flush L2 (outside the events),
+record events around the call, then fingerprint its outputs (outside the events). Warm-up first;
+repetitions until a time budget or a count; median, interquartile range and mean. A host-clock
+cross-check around a full device synchronise catches work hidden on other streams. Under 10 us the
+calls are captured in a CUDA graph (one call per buffer slot) and replayed, each slot refilled before
+every replay.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _elapsed = _Event.elapsed_time if _Event is not None else None
 _record = _Event.record if _Event is not None else None
 
 GRAPH_THRESHOLD_MS = 0.010
+GRAPH_SLOTS = 20         # calls per replayed graph, each with its own input buffers and draw
 L2_FLUSH_BYTES = 256 * 2**20
 
 
@@ -39,6 +42,7 @@ class Timing:
     host_ratio: float | None = None  # host time / event time over a back-to-back block
     host_ms_per_call: float | None = None
     notes: list[str] = field(default_factory=list)
+    calls: int = 0                   # calls made in all (each with its own draw)
 
     def to_dict(self, keep_samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -66,101 +70,160 @@ class _Flusher:
         self.buf.zero_()
 
 
-def _event_samples(fns: Sequence[Callable[[], Any]], reps: int, flush: _Flusher | None) -> list[float]:
-    starts = [_Event(enable_timing=True) for _ in range(reps)]
-    ends = [_Event(enable_timing=True) for _ in range(reps)]
-    stream = torch.cuda.current_stream()
-    for i in range(reps):
-        if flush is not None:
-            flush()
-        _record(starts[i], stream)
-        fns[i % len(fns)]()
-        _record(ends[i], stream)
+@dataclass
+class Workload:
+    """What is timed. `run(slot)` is the timed call; `prepare(i, slot)` gives call i new input values in
+    `slot`'s buffers and `after(i, slot)` looks at its outputs — both outside the timed region. Graph
+    replay captures one call per slot, so every replayed call still sees its own fresh values."""
+
+    run: Callable[[int], Any]
+    prepare: Callable[[int, int], Any] = lambda i, slot: None
+    after: Callable[[int, int], Any] = lambda i, slot: None
+    slots: int = 1
+
+    @staticmethod
+    def of(fns: Sequence[Callable[[], Any]]) -> Workload:
+        """Closures with their own inputs, called in rotation (benchmarks of trusted code, ceilings)."""
+        current = [fns[0]]
+
+        def prepare(i: int, slot: int) -> None:
+            current[0] = fns[i % len(fns)]
+
+        return Workload(run=lambda slot: current[0](), prepare=prepare)
+
+
+class _Calls:
+    """Numbers the calls of one measurement: call i always gets draw i, whatever phase it belongs to."""
+
+    def __init__(self, work: Workload, flush: _Flusher | None):
+        self.work, self.flush, self.n = work, flush, 0
+
+    def one(self, record: bool = True) -> tuple[Any, Any] | None:
+        i, slot = self.n, self.n % self.work.slots
+        self.n += 1
+        self.work.prepare(i, slot)
+        if self.flush is not None:
+            self.flush()
+        if not record:
+            self.work.run(slot)
+            self.work.after(i, slot)
+            return None
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(start, torch.cuda.current_stream())
+        self.work.run(slot)
+        _record(end, torch.cuda.current_stream())
+        self.work.after(i, slot)
+        return start, end
+
+
+def _event_samples(calls: _Calls, reps: int) -> list[float]:
+    pairs = [calls.one() for _ in range(reps)]
     _synchronize()
-    return [_elapsed(a, b) for a, b in zip(starts, ends, strict=True)]
+    return [_elapsed(a, b) for a, b in pairs]
 
 
-def _estimate_ms(fns: Sequence[Callable[[], Any]], flush: _Flusher) -> float:
-    return statistics.median(_event_samples(fns, 5, flush))
-
-
-def host_ratio(fns: Sequence[Callable[[], Any]], calls: int = 20) -> tuple[float, float]:
+def host_ratio(work: Workload, calls: int = 20) -> tuple[float, float]:
     """Host time around a full device synchronise over event time for the same block of calls.
 
     Events live on the current stream; work launched on another stream is invisible to them but not to
-    `torch.cuda.synchronize()`, so a ratio far above 1 means hidden work.
+    `torch.cuda.synchronize()`, so a ratio far above 1 means hidden work. (The block reuses slot 0's
+    values: it measures where work runs, not what it computes.)
     """
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _synchronize()
     t0 = _perf_counter()
     _record(start, torch.cuda.current_stream())
-    for i in range(calls):
-        fns[i % len(fns)]()
+    for _ in range(calls):
+        work.run(0)
     _record(end, torch.cuda.current_stream())
     _synchronize()
     host_ms = (_perf_counter() - t0) * 1e3
     return host_ms / max(_elapsed(start, end), 1e-6), host_ms / calls
 
 
-def _graph_samples(fns: Sequence[Callable[[], Any]], reps: int, per_graph: int = 20) -> list[float]:
+def _graph_samples(calls: _Calls, reps: int) -> list[float]:
+    """Capture one call per slot in a graph; before each replay every slot gets its next draw."""
+    work = calls.work
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(side):
-        for i in range(3):
-            fns[i % len(fns)]()
+        for slot in range(work.slots):  # each slot's buffers get a draw and one warm call before capture
+            work.prepare(calls.n, slot)
+            work.run(slot)
+            work.after(calls.n, slot)
+            calls.n += 1
         with torch.cuda.graph(graph, stream=side):
-            for i in range(per_graph):
-                fns[i % len(fns)]()
+            for slot in range(work.slots):
+                work.run(slot)
     torch.cuda.current_stream().wait_stream(side)
     _synchronize()
     samples = []
     for _ in range(reps):
+        first = calls.n
+        for slot in range(work.slots):
+            work.prepare(first + slot, slot)
         a, b = _Event(enable_timing=True), _Event(enable_timing=True)
         _record(a, torch.cuda.current_stream())
         graph.replay()
         _record(b, torch.cuda.current_stream())
+        for slot in range(work.slots):
+            work.after(first + slot, slot)
+        calls.n += work.slots
         _synchronize()
-        samples.append(_elapsed(a, b) / per_graph)
+        samples.append(_elapsed(a, b) / work.slots)
     return samples
 
 
-def measure(fns: Sequence[Callable[[], Any]], *, warmup_ms: float = 25.0, rep_ms: float = 200.0,
+MIN_CALLS = 32  # every measurement makes at least this many calls with fresh draws (protocol.GUARANTEED_CALLS)
+
+
+def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 25.0, rep_ms: float = 200.0,
             min_reps: int = 30, max_reps: int = 2000, use_graph: bool | None = None) -> Timing:
-    """Time `fns` (one closure per input set, called in rotation) and return median/IQR in ms."""
+    """Time `work` (new input values before every call) and return median/IQR/mean in ms."""
+    if not isinstance(work, Workload):
+        work = Workload.of(list(work))
     flush = _Flusher()
-    for f in fns:
-        f()
+    calls = _Calls(work, flush)
+    for _ in range(work.slots):
+        calls.one(record=False)
     _synchronize()
-    est = max(_estimate_ms(fns, flush), 1e-4)
+    est = max(statistics.median(_event_samples(calls, 5)), 1e-4)
     n_warm = max(1, int(warmup_ms / est))
-    _event_samples(fns, min(n_warm, max_reps), flush)
+    _event_samples(calls, min(n_warm, max_reps))
     reps = int(min(max_reps, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
     notes: list[str] = []
     if graph:
         try:
-            result = summarize(_graph_samples(fns, max(min_reps, 50)), "cuda_graph")
+            work.slots = GRAPH_SLOTS
+            result = summarize(_graph_samples(calls, max(min_reps, 50)), "cuda_graph")
         except RuntimeError as e:  # not capturable: fall back to events, say so
             notes.append(f"CUDA graph capture failed ({str(e).splitlines()[0][:120]}); timed with events")
-            result = summarize(_event_samples(fns, reps, flush), "events")
+            work.slots = 1
+            result = summarize(_event_samples(calls, reps), "events")
     else:
-        result = summarize(_event_samples(fns, reps, flush), "events")
-    result.host_ratio, result.host_ms_per_call = host_ratio(fns)
+        result = summarize(_event_samples(calls, reps), "events")
+    result.host_ratio, result.host_ms_per_call = host_ratio(work)
     result.notes = notes
+    result.calls = calls.n
     del flush
     return result
 
 
 def bootstrap_speedup(baseline: Sequence[float], candidate: Sequence[float], *, iters: int = 2000,
-                      seed: int = 0) -> tuple[float, float, float]:
-    """Ratio of medians baseline/candidate with a 95% bootstrap interval: (point, lo, hi)."""
+                      seed: int = 0, stat: str = "median") -> tuple[float, float, float]:
+    """Ratio baseline/candidate of medians (or means) with a 95% bootstrap interval: (point, lo, hi)."""
     b = torch.tensor(list(baseline), dtype=torch.float64)
     c = torch.tensor(list(candidate), dtype=torch.float64)
-    point = float(b.median() / c.median())
+
+    def center(x: torch.Tensor) -> torch.Tensor:
+        return x.median(dim=-1).values if stat == "median" else x.mean(dim=-1)
+
+    point = float(center(b) / center(c))
     g = torch.Generator().manual_seed(seed)
     bi = torch.randint(len(b), (iters, len(b)), generator=g)
     ci = torch.randint(len(c), (iters, len(c)), generator=g)
-    ratios = b[bi].median(dim=1).values / c[ci].median(dim=1).values
+    ratios = center(b[bi]) / center(c[ci])
     lo, hi = torch.quantile(ratios, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     return point, lo, hi

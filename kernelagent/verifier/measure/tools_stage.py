@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelagent.verifier.judge.feedback import build_feedback
 from kernelagent.verifier.measure.profiling import (
     ncu_prefix,
     parse_ncu_csv,
@@ -14,20 +14,23 @@ from kernelagent.verifier.measure.profiling import (
     sanitizer_prefix,
     summarize_profile,
 )
-from kernelagent.verifier.report import Report, Stage
+from kernelagent.verifier.report import Stage
 from kernelagent.verifier.sandbox.spawn import make_workdir
+
+# One forward of the candidate in a worker under a tool: (tool prefix, main input set?, extra env) -> result
+SingleRun = Callable[[list[str], bool, "dict[str, str] | None"], Any]
 
 
 def _log_path() -> Path:
     return make_workdir(prefix="ka-tool-") / "tool.log"
 
 
-def profile_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
+def profile_stage(single_run: SingleRun) -> Stage:
     log = _log_path()
     prefix = ncu_prefix(log)
     if prefix is None:
         return Stage("profile", "skipped", 0.0, "ncu not found on PATH")
-    res = verifier.single_run(cspec, pspec, pack, prefix)
+    res = single_run(prefix, True, None)
     text = log.read_text(errors="replace") if log.exists() else ""
     kernels = parse_ncu_csv(text)
     shutil.rmtree(log.parent, ignore_errors=True)
@@ -38,7 +41,7 @@ def profile_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
                  {"kernels": kernels, "summary": summarize_profile(kernels)})
 
 
-def sanitize_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
+def sanitize_stage(single_run: SingleRun) -> Stage:
     results: dict[str, Any] = {}
     seconds = 0.0
     for tool in ("memcheck", "racecheck"):
@@ -48,8 +51,7 @@ def sanitize_stage(verifier: Any, pspec: Any, cspec: Any, pack: Any) -> Stage:
             return Stage("sanitize", "skipped", 0.0, "compute-sanitizer not found on PATH")
         # without the caching allocator each tensor is its own allocation, so memcheck sees
         # reads and writes just past a tensor's end (inside a cached segment they look valid)
-        res = verifier.single_run(cspec, pspec, pack, prefix, main_set=False,
-                                  extra_env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+        res = single_run(prefix, False, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
         seconds += res.seconds
         text = log.read_text(errors="replace") if log.exists() else ""
         parsed = parse_sanitizer(text)
@@ -84,25 +86,11 @@ def _incomplete(res: Any, parsed: dict[str, Any], log_text: str) -> str:
     return ""
 
 
-def run_gpu_tools(verifier: Any, report: Report, pspec: Any, cspec: Any, pack: Any) -> None:
-    """Append profile/sanitize stages; sanitizer findings reject the kernel."""
-    notes = []
-    if verifier.options.profile:
-        st = profile_stage(verifier, pspec, cspec, pack)
-        report.stages.append(st)
-        if st.details.get("summary"):
-            notes.append("Nsight Compute (one forward, clocks not locked):\n" + "\n".join(
-                f"  {line}" for line in st.details["summary"]))
-            report.metrics["profile"] = st.details["kernels"]
-    if verifier.options.sanitize:
-        st = sanitize_stage(verifier, pspec, cspec, pack)
-        report.stages.append(st)
-        if st.status == "failed":
-            racy = "racecheck" in st.message
-            report.verdict, report.category = "rejected", "nondeterministic" if racy else "runtime_error"
-            report.message = st.message
-            first = next((r for r in st.details.values() if r.get("errors")), {})
-            report.feedback = build_feedback(report, detail="\n".join(first.get("findings", [])))
-            return
-    if notes:
-        report.feedback += "\n\n" + "\n".join(notes)
+def run_gpu_tools(single_run: SingleRun, profile: bool, sanitize: bool) -> list[Stage]:
+    """The profile and sanitize stages asked for (facts only: judge.verdict.with_tool_stages decides)."""
+    stages = []
+    if profile:
+        stages.append(profile_stage(single_run))
+    if sanitize:
+        stages.append(sanitize_stage(single_run))
+    return stages

@@ -15,6 +15,7 @@ import torch
 from kernelagent.problem import ProblemError, load_problem
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.judge.compare import compare_outputs
+from kernelagent.verifier.protocol import MatchRequest
 
 
 def _smallest_set(problem: Any, device: str, cap: int) -> list[Any]:
@@ -73,16 +74,15 @@ def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> 
     return True, "same outputs on two random input draws"
 
 
-def run_match(req: dict[str, Any]) -> dict[str, Any]:
-    problem = load_problem(req["problem"], "kernelagent_problem")
+def run_match(req: MatchRequest) -> dict[str, Any]:
+    problem = load_problem(req.problem, "kernelagent_problem")
     results = []
-    for i, entry in enumerate(req.get("entries", [])):
+    for i, entry in enumerate(req.entries):
         try:
             lib = load_problem(entry["reference"], f"kernelagent_library_ref_{i}")
         except ProblemError as e:
             results.append({"name": entry["name"], "match": False, "why": str(e)[:200]})
             continue
-        ok, why = _same_function(problem, lib, req["device"], int(req.get("seed", 0)),
-                                 int(req.get("cap", 1 << 20)))
+        ok, why = _same_function(problem, lib, req.device, int(req.seed), int(req.cap))
         results.append({"name": entry["name"], "match": ok, "why": why})
     return {"results": results}

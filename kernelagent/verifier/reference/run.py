@@ -16,11 +16,16 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from kernelagent.problem import LoadedProblem, load_problem
+from kernelagent.problem import LoadedProblem, load_problem, problem_error
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.measure.roofline import count_work
+from kernelagent.verifier.protocol import ReferenceRequest
 from kernelagent.verifier.tensorio import grads_dict
 from kernelagent.verifier.worker.integrity import OpRecorder
+
+
+def _bytes(values: list[Any]) -> int:
+    return sum(x.numel() * x.element_size() for x in pytree.tree_leaves(values) if isinstance(x, torch.Tensor))
 
 
 def _numel(values: list[Any]) -> int:
@@ -59,6 +64,35 @@ def _reinit_params(model: torch.nn.Module, gen: torch.Generator) -> None:
             p.copy_((mean + scale * noise).to(p.dtype))
 
 
+# (scale, offset) tried in turn for the wide trial: the first whose reference stays finite is kept
+WIDE_STEPS = ((40.0, 60.0), (10.0, 20.0), (4.0, 8.0))
+
+
+def _widened(values: list[Any], scale: float, offset: float) -> list[Any]:
+    """Floating inputs times `scale` plus `offset` (integers, indices and masks unchanged)."""
+    def widen(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            return (x.double() * scale + offset).to(x.dtype)
+        return x
+    return [pytree.tree_map(widen, v) for v in values]
+
+
+NEAR_CHANGES = 16
+
+
+def _nudged(x: Any, gen: torch.Generator) -> Any:
+    """A copy of `x` with NEAR_CHANGES elements replaced by other elements of `x` (values stay in range)."""
+    if not isinstance(x, torch.Tensor) or x.numel() < 2 or x.dtype == torch.bool:
+        return x
+    out = x.detach().clone()
+    flat = out.view(-1) if out.is_contiguous() else out.reshape(-1)
+    n = flat.numel()
+    dst = torch.randint(n, (min(NEAR_CHANGES, n),), generator=gen).to(flat.device)
+    src = torch.randint(n, (dst.numel(),), generator=gen).to(flat.device)
+    flat[dst] = flat[src].clone()
+    return flat.view(out.shape) if not out.is_contiguous() else out
+
+
 def _upcast(values: list[Any]) -> list[Any]:
     def up(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
@@ -82,15 +116,17 @@ def _float_tensors(values: list[Any]) -> list[torch.Tensor]:
 class ReferenceRunner:
     """Produces the pack for one problem on one device."""
 
-    def __init__(self, req: dict[str, Any]):
+    def __init__(self, req: ReferenceRequest):
         self.req = req
-        self.device = req["device"]
-        self.secret = int(req["secret"])
-        self.pack = Path(req["pack_dir"])
-        # reference outputs live apart from the pack, in a directory whose (random) name only the parent knows
-        self.ref_dir = Path(req.get("ref_dir") or self.pack / "ref")
+        self.device = req.device
+        self.secret = int(req.secret)
+        # the worker writes only in its own folders: the pack (what candidates get) and the reference outputs
+        # (what only the parent reads) are moved into the verifier's scratch by the parent afterwards
+        self.pack = Path(req.out_dir) / "pack"
+        self.ref_dir = Path(req.out_dir) / "ref"
+        self.pack.mkdir(parents=True, exist_ok=True)
         self.ref_dir.mkdir(parents=True, exist_ok=True)
-        self.problem: LoadedProblem = load_problem(req["problem"])
+        self.problem: LoadedProblem = load_problem(req.problem)
         self.backward = bool(self.problem.spec.backward)
         self.notes: list[str] = []
         self._kept: list[int] = []
@@ -163,9 +199,9 @@ class ReferenceRunner:
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
         has_params = any(p.is_floating_point() for p in model.parameters())
-        n_seeds = max(1, int(self.req.get("seeds", 3)))
+        n_seeds = max(1, int(self.req.seeds))
         states, trials = [state0], []
-        cap = self.req.get("cpu_max_elements") if self.device == "cpu" else None
+        cap = self.req.cpu_max_elements if self.device == "cpu" else None
         for k in range(n_seeds):
             dist = "alt" if n_seeds >= 3 and k == n_seeds - 1 else "native"
             gen = torch.Generator().manual_seed(self.secret + 7919 * (k + 1))
@@ -177,6 +213,9 @@ class ReferenceRunner:
             sets = self.input_sets(k)
             keep = self._within_cap(sets, cap) if k == 0 else self._kept
             self._kept = keep
+            if k == 0:  # what every input set looks like, checked here or not (the agent's first prompt)
+                self.sets = [{"set": i, "inputs": tensorio.describe(s), "elements": _numel(s),
+                              "checked": i in keep} for i, s in enumerate(sets)]
             for s_idx in keep:
                 inputs = sets[s_idx]
                 if dist == "alt":
@@ -189,30 +228,52 @@ class ReferenceRunner:
                 if trial is not None:
                     trials.append(trial)
             model.load_state_dict(state0)
-        if self.req.get("timing") and self.device == "cuda":
-            trials += self._timing_trials(model, len(trials))
+        for extra in (self._wide_trial, self._near_trial):
+            trial = extra(model, len(trials), trials)
+            if trial is not None:
+                trials.append(trial)
         tensorio.save(self.pack / "init.pt", {"init_inputs": init_inputs, "states": states})
         meta = {"trials": trials, "notes": self.notes, "backward": self.backward,
                 "problem": {"path": self.problem.spec.path, "name": self.problem.spec.name,
                             "sha256": self.problem.spec.sha256, "tolerance": self.problem.spec.tolerance},
-                "param_names": [n for n, _ in model.named_parameters()],
+                "param_names": [n for n, _ in model.named_parameters()], "sets": getattr(self, "sets", []),
                 **self._profile(model, trials)}
         (self.pack / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
         return meta
 
-    def _timing_trials(self, model: torch.nn.Module, start: int, count: int = 3) -> list[dict[str, Any]]:
-        """Extra main-set trials with the original parameters: timed in rotation, their outputs re-checked."""
-        out = []
-        for r in range(count):
-            gen = torch.Generator().manual_seed(self.secret + 5003 * (r + 1))
-            torch.manual_seed(self.secret + 4999 * (r + 1))
-            with torch.device(self.device):
-                inputs = tensorio.move(self.problem.input_sets()[0], self.device)
-            trial = self._trial(start + len(out), model, inputs, 0, -1 - r, "native", 0, gen)
+    def _wide_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first kept input set again at a large scale and offset, where the reference stays finite in
+        its own dtype: unsafe numerics (no max subtraction, an unstable log-sum-exp, a variance without
+        centring) fail here while randn's scale hides them."""
+        first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0), None)
+        if first is None:
+            return None
+        torch.manual_seed(self.secret + 101)
+        with torch.device(self.device):
+            base = tensorio.move(self.problem.input_sets()[first["set"]], self.device)
+        if not _float_tensors(base):
+            return None
+        gen = torch.Generator().manual_seed(self.secret + 31337)
+        for scale, offset in WIDE_STEPS:
+            trial = self._trial(t, model, _widened(base, scale, offset), first["set"], 0, "wide", 0, gen)
             if trial is not None:
-                trial["timing"] = True
-                out.append(trial)
-        return out
+                trial["wide"] = {"scale": scale, "offset": offset}
+                return trial
+        self.notes.append("no large-scale input set kept the reference finite; unsafe numerics were checked "
+                          "at the problem's own scale only")
+        return None
+
+    def _near_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first trial's inputs with a handful of elements changed: a cache keyed on sampled content (or
+        on a partial hash) sees the same inputs and returns the first trial's answer, wrong where they differ."""
+        first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0 and x["dist"] == "native"), None)
+        if first is None:
+            return None
+        data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
+        gen = torch.Generator().manual_seed(self.secret + 4241)
+        inputs = [pytree.tree_map(lambda v: _nudged(v, gen), x) for x in data["inputs"]]
+        trial = self._trial(t, model, inputs, first["set"], 0, "near", 0, gen)
+        return trial
 
     def _within_cap(self, sets: list[list[Any]], cap: int | None) -> list[int]:
         if not cap:
@@ -233,9 +294,10 @@ class ReferenceRunner:
         gos = self.grad_outputs_for(model, inputs, gen) if self.backward else None
         native, grads, structure = self.forward(model, inputs, gos)
         aliases = self.last_aliases
-        if not _finite(native) and (state_idx or dist == "alt"):
-            self.notes.append(f"trial seed {k} set {s_idx}: reference not finite with "
-                              f"{'re-initialised parameters' if state_idx else 'the second distribution'}; dropped")
+        if not _finite(native) and (state_idx or dist in ("alt", "wide", "near")):
+            if dist not in ("wide", "near"):
+                self.notes.append(f"trial seed {k} set {s_idx}: reference not finite with "
+                                  f"{'re-initialised parameters' if state_idx else 'the second distribution'}; dropped")
             return None
         f64, grads64, where64 = self.reference64(model, inputs, gos)
         tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos})
@@ -244,7 +306,7 @@ class ReferenceRunner:
                                                      "grads_f64": grads64})
         return {"id": t, "seed": k, "set": s_idx, "dist": dist, "state": state_idx, "structure": structure,
                 "input_desc": tensorio.describe(inputs), "f64_device": where64,
-                "aliases_input": aliases}
+                "aliases_input": aliases, "input_bytes": _bytes(inputs)}
 
     def _profile(self, model: torch.nn.Module, trials: list[dict[str, Any]]) -> dict[str, Any]:
         """Aten op signature, FLOPs and bytes of the main input set."""
@@ -257,7 +319,7 @@ class ReferenceRunner:
         with torch.no_grad(), rec:
             out = model(*ins)
         work = count_work(model, data["inputs"], out)
-        return {"op_signature": sorted(rec.op_names()), "work": work}
+        return {"op_signature": sorted(rec.ops), "work": work}
 
 
 def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:
@@ -265,11 +327,21 @@ def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:
     return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in ptrs for o in outputs)
 
 
-def run_reference(req: dict[str, Any]) -> dict[str, Any]:
+def run_reference(req: ReferenceRequest) -> dict[str, Any]:
     runner = ReferenceRunner(req)
-    meta = runner.run()
-    if req.get("timing") and runner.device == "cuda":
-        from kernelagent.verifier.reference.baseline import time_baselines
-        meta["baseline"] = time_baselines(runner, meta)
+    try:
+        meta = runner.run()
+    except Exception as e:  # noqa: BLE001 - blame the problem when its own code raised
+        err = problem_error(e, runner.problem.spec.path, "the reference (Model.forward or get_inputs)")
+        if err is None:
+            raise
+        raise err from e
+    if req.timing and runner.device == "cuda" and req.plan is not None:
+        from kernelagent.verifier.reference.baseline import check_prints, time_baselines, timing_spec
+
+        meta["timing"] = timing_spec(runner, meta, req.plan)
+        meta["baseline"] = time_baselines(runner, meta, req.plan)
+        if req.checks is not None:
+            check_prints(runner, meta, req.plan, req.checks)
         (runner.pack / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return meta

@@ -6,19 +6,25 @@ imported, blocked on stdin); each serves one request and is then replaced in the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelagent.verifier.estimate import oom_kill_count
+from kernelagent.verifier.protocol import CONSTRUCTED_FILE, encode
+from kernelagent.verifier.sandbox import confine, limits
 from kernelagent.verifier.sandbox.spawn import (
     default_memory_limit_mb,
-    group_rss_mb,
     kill_group,
     make_workdir,
     spawn_worker,
@@ -35,6 +41,8 @@ class WorkerResult:
     stdout_tail: str = ""
     workdir: str = ""
     out_dir: str = ""
+    limits: dict[str, Any] = field(default_factory=dict)   # memory limit and its basis, peaks, why stopped
+    confinement: dict[str, Any] = field(default_factory=dict)  # what the worker applied, read before the request
 
     @property
     def died_how(self) -> str:
@@ -53,26 +61,66 @@ class Worker:
     """A started worker process with its own work directory."""
 
     def __init__(self, mode: str, root: Path | None = None, prefix: list[str] | None = None,
-                 workdir: Path | None = None, extra_env: dict[str, str] | None = None):
+                 workdir: Path | None = None, extra_env: dict[str, str] | None = None,
+                 confinement: str = "auto", tripwires: bool = True):
         self.mode = mode
+        # confinement: "auto" | "strict" (ConfinementError, naming the layer, when the machine lacks one) |
+        # "off" (tests only); a worker under a tool (ncu, compute-sanitizer) gets the tool profile
+        self.settings = confine.Settings(level=confinement, tripwires=tripwires,
+                                         profile=confine.PROFILES["tool" if prefix else "candidate"])
+        if confinement == "strict":
+            confine.require(self.settings.profile)
         self.workdir = workdir or make_workdir(root)
         # what the worker reports (result, the tensors the parent judges) goes beside the work dir, where
         # only the verifier's own code may write (see guard.install_audit_hook)
         self.out_dir = Path(f"{self.workdir}-out")
         self.out_dir.mkdir(mode=0o700, exist_ok=True)
+        # what the worker may read besides its own folders: the parent links files in when their time comes
+        # (a candidate's trial inputs only once its constructor ran)
+        self.in_dir = Path(f"{self.workdir}-in")
+        self.in_dir.mkdir(mode=0o700, exist_ok=True)
         # under a tool (ncu, compute-sanitizer) stdin may not reach the worker: the request goes in a file
         self.request_file = self.out_dir / "request.json" if prefix else None
         if self.request_file is not None:
             extra_env = {**(extra_env or {}), "KERNELAGENT_WORKER_REQUEST": "file"}
-        self.proc = spawn_worker(self.workdir, mode, prefix, extra_env)
+        self.proc, self._stdout, self._stderr = spawn_worker(self.workdir, mode, prefix, extra_env, self.settings)
         self.started = time.monotonic()
 
-    def run(self, request: dict[str, Any], timeout: float, memory_limit_mb: int | None = None) -> WorkerResult:
-        out_dir = Path(request.setdefault("out_dir", str(self.out_dir)))
+    def wait_ready(self, limit: float = 120.0) -> bool:
+        """Wait until the worker has imported torch and made its CUDA context (its `ready` file)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if (self.workdir / "ready").exists():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def link(self, name: str, source: str | Path) -> Path:
+        """Put `source` in the worker's read-only `-in` folder as `name` (a hard link where the file system
+        allows, else a copy) and return the path the worker sees."""
+        dst = self.in_dir / name
+        source = Path(source)
+        # a tensor file's large tensors live in raw side files beside it (tensorio): they go along
+        for src in [source, *sorted(source.parent.glob(source.name + ".*.raw"))]:
+            target = self.in_dir / (name + src.name[len(source.name):])
+            target.unlink(missing_ok=True)
+            try:
+                os.link(src, target)
+            except OSError:
+                shutil.copyfile(src, target)
+        return dst
+
+    def run(self, request: Any, timeout: float, memory_limit_mb: int | None = None,
+            on_constructed: Callable[[], None] | None = None) -> WorkerResult:
+        """Send one request (a protocol dataclass) and wait for the worker to finish; `on_constructed` runs
+        once when a candidate worker says its model is built (it delivers the trial inputs)."""
+        out_dir = Path(request.out_dir)
         limit = memory_limit_mb or default_memory_limit_mb()
         t0 = time.monotonic()
         status = "ok"
-        line = json.dumps(request) + "\n"
+        nonce = secrets.token_hex(16)  # the worker echoes it: a result without it is not the worker's
+        line = json.dumps({**json.loads(encode(request)), "nonce": nonce}) + "\n"
+        walls = self._walls(timeout)
         if self.request_file is not None:
             tmp = self.request_file.with_suffix(".tmp")
             tmp.write_text(line)
@@ -85,8 +133,13 @@ class Worker:
             pass
         stop = threading.Event()
         oom = threading.Event()
-        watchdog = threading.Thread(target=self._watch, args=(limit, stop, oom), daemon=True)
+        kills_before = oom_kill_count()
+        meter = {"memory_limit_mb": limit, "basis": "set by the caller" if memory_limit_mb else limits.LIMIT_BASIS}
+        watchdog = threading.Thread(target=self._watch, args=(limit, stop, oom, meter), daemon=True)
         watchdog.start()
+        if on_constructed is not None:
+            threading.Thread(target=self._await_constructed, args=(out_dir, on_constructed, stop),
+                             daemon=True).start()
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -98,7 +151,7 @@ class Worker:
         finally:
             stop.set()
         kill_group(self.proc)  # the candidate may have left children behind
-        if oom.is_set():
+        if oom.is_set() or _killed_by_the_kernel(self.proc.returncode, status, kills_before):
             status = "oom"
         result_file = out_dir / "result.json"
         result: dict[str, Any] = {}
@@ -107,52 +160,100 @@ class Worker:
                 result = json.loads(result_file.read_text())
             except (OSError, json.JSONDecodeError):
                 status = "crashed"
+            else:
+                # under a tool (compute-sanitizer exits with its own code) only the nonce is checked
+                status = _genuine(result, nonce, self.proc.returncode if self.request_file is None else 0)
         elif status == "ok":
             status = "crashed"
+        watchdog.join(5)
         return WorkerResult(status=status, result=result, returncode=self.proc.returncode,
-                            seconds=time.monotonic() - t0, stderr_tail=_tail(self.workdir / "stderr.log"),
-                            stdout_tail=_tail(self.workdir / "stdout.log"), workdir=str(self.workdir),
-                            out_dir=str(out_dir))
+                            seconds=time.monotonic() - t0, stderr_tail=self._tail(self._stderr),
+                            stdout_tail=self._tail(self._stdout), workdir=str(self.workdir),
+                            out_dir=str(out_dir), limits=meter, confinement=walls)
 
-    def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event) -> None:
+    def _walls(self, timeout: float) -> dict[str, Any]:
+        """The confinement the worker reported in its `ready` file, read before the request is sent (no
+        candidate code has run in it yet, so the report is the worker's own)."""
+        if not self.wait_ready(timeout):
+            return {}
+        try:
+            walls = json.loads((self.workdir / "ready").read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return walls if isinstance(walls, dict) else {}
+
+    def _await_constructed(self, out_dir: Path, callback: Callable[[], None], stop: threading.Event) -> None:
+        marker = out_dir / CONSTRUCTED_FILE
+        while not stop.wait(0.002):
+            if marker.exists():
+                callback()
+                return
+
+    def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event, note: dict[str, Any]) -> None:
+        """Stop the worker when its processes' memory plus its files in RAM-backed scratch pass the limit,
+        or when it keeps more files than a scan should walk; `note` records peaks and the reason."""
+        meter = limits.MemoryMeter([self.workdir, self.out_dir])
         while not stop.wait(0.2):
-            if group_rss_mb(self.proc.pid) > limit_mb:
+            try:
+                rss, files = meter.sample(self.proc.pid)
+                reason = f"{rss:.0f} MiB resident + {files:.0f} MiB of files > {limit_mb} MiB" \
+                    if rss + files > limit_mb else ""
+            except (limits.TooManyFiles, limits.DiskFull) as e:
+                reason = str(e)
+            note.update(peak_rss_mb=round(meter.peak_rss_mb), peak_files_mb=round(meter.peak_files_mb))
+            if reason:
+                note["stopped"] = reason
                 oom.set()
                 kill_group(self.proc)
                 return
+
+    def _tail(self, stream: limits.OutputTail) -> str:
+        stream.wait(2.0)  # every process that held the pipe is gone: the drain ends at once
+        return stream.text()
 
     def discard(self, keep: bool = False) -> None:
         kill_group(self.proc)
         if not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
             shutil.rmtree(self.out_dir, ignore_errors=True)
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-limit:].decode(errors="replace")
+            shutil.rmtree(self.in_dir, ignore_errors=True)
 
 
 class WorkerPool:
     """Keeps `size` idle workers per mode; `acquire` hands one out and starts its replacement."""
 
-    def __init__(self, size: int = 1, root: Path | None = None):
+    def __init__(self, size: int = 1, root: Path | None = None, confinement: str = "auto", tripwires: bool = True):
         self.size, self.root = size, root
+        self._gpu = threading.Lock()  # held while a worker times on the GPU, and while a GPU worker starts
+        self.sandbox = {"confinement": confinement, "tripwires": tripwires}  # every worker's (VerifyOptions)
         self._idle: dict[str, list[Worker]] = {}
         self._lock = threading.Lock()
+        self._warming: list[threading.Thread] = []
+        self._closed = False
+
+    @classmethod
+    def for_options(cls, options: Any, size: int = 1, root: Path | None = None) -> WorkerPool:
+        """A pool whose workers are confined as `options` (a VerifyOptions) asks."""
+        return cls(size, root, confinement=options.confinement, tripwires=options.tripwires)
 
     def warm(self, *modes: str) -> None:
         for mode in modes:
             with self._lock:
                 missing = self.size - len(self._idle.setdefault(mode, []))
             for _ in range(max(0, missing)):
-                # a pooled worker idles until a request comes: it may warm up Triton meanwhile
-                w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"})
+                # a pooled worker idles until a request comes: it may warm up Triton meanwhile; on a GPU it
+                # makes its CUDA context and warms up only while no timing runs (gpu_quiet)
+                with self.gpu_quiet() if mode == "cuda" else contextlib.nullcontext():
+                    w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"}, **self.sandbox)
+                    if mode == "cuda":
+                        w.wait_ready()
                 with self._lock:
-                    self._idle[mode].append(w)
+                    closed = self._closed
+                    if not closed:
+                        self._idle.setdefault(mode, []).append(w)
+                if closed:  # closed while this one started: it must not outlive the pool
+                    w.discard()
+                    return
 
     def acquire(self, mode: str) -> Worker:
         with self._lock:
@@ -161,14 +262,58 @@ class WorkerPool:
             if worker is not None:
                 idle.remove(worker)
         if worker is None:
-            worker = Worker(mode, self.root)
-        if self.size > 0:
-            threading.Thread(target=self.warm, args=(mode,), daemon=True).start()
+            worker = Worker(mode, self.root, **self.sandbox)
+        if self.size > 0 and mode != "cuda":
+            self._warm_in_background(mode)
+        # a GPU worker's replacement is started by refill() once the GPU is quiet: a new process making its
+        # CUDA context and warming its compiler while another worker times a kernel disturbs the timing
         return worker
 
-    def close(self) -> None:
+    def gpu_quiet(self) -> threading.Lock:
+        """Hold it while timing on the GPU (and while starting a GPU worker): one at a time per pool."""
+        return self._gpu
+
+    def refill(self) -> None:
+        """Start the replacements of GPU workers handed out (call when no timing is running)."""
+        if self.size > 0:
+            self._warm_in_background("cuda")
+
+    def _warm_in_background(self, mode: str) -> None:
+        thread = threading.Thread(target=self.warm, args=(mode,), daemon=True)
         with self._lock:
+            self._warming = [t for t in self._warming if t.is_alive()] + [thread]
+        thread.start()
+
+    def settle(self, limit: float = 120.0) -> None:
+        """Wait until the replacements being started are idle in the pool (or `limit` seconds passed)."""
+        deadline = time.monotonic() + limit
+        with self._lock:
+            threads = list(self._warming)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        """Discard the idle workers, and any whose start is under way (no worker outlives its pool)."""
+        with self._lock:
+            self._closed = True
             workers = [w for ws in self._idle.values() for w in ws]
             self._idle.clear()
         for w in workers:
             w.discard()
+        self.settle()
+
+
+def _killed_by_the_kernel(returncode: int | None, status: str, kills_before: int | None) -> bool:
+    """A SIGKILL nobody here sent, while the cgroup's OOM-kill count rose: the kernel's OOM killer."""
+    if status != "ok" or returncode != -9 or kills_before is None:
+        return False
+    after = oom_kill_count()
+    return after is not None and after > kills_before
+
+
+def _genuine(result: Any, nonce: str, returncode: int | None) -> str:
+    """"ok" for a result the worker wrote and exited after; "forged" for one it did not write (no nonce,
+    not an object) or after which it did not exit cleanly (the candidate wrote it and ended the process)."""
+    if not isinstance(result, dict) or result.get("nonce") != nonce:
+        return "forged"
+    return "ok" if returncode == 0 else "crashed"

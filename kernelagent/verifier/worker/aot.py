@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelagent.problem import ProblemError, load_module
+from kernelagent.verifier.protocol import AotRequest
 from kernelagent.verifier.worker.compile_facts import _jit_objects
 from kernelagent.verifier.worker.errors import classify_exception
 
@@ -115,17 +116,17 @@ def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
     return f"compiling {kernel} for sm_90a failed{where}: {last[:300]}"
 
 
-def run_aot(req: dict[str, Any], state: Any) -> dict[str, Any]:
+def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
     """Compile every recorded launch; the first real compile error is returned as `error`."""
-    state.candidate_file = str(Path(req["candidate"]).resolve())
+    state.candidate_file = str(Path(req.candidate).resolve())
     state.active = True
     try:
-        module = load_module(req["candidate"], "kernelagent_candidate", "candidate")
+        module = load_module(req.candidate, "kernelagent_candidate", "candidate")
     except ProblemError as e:
         return {"kernels": [], "error": {"category": "load_error", "message": str(e)}}
     by_name = {fn.__name__: fn for fn in _jit_objects(module)}
     kernels, error, skipped = [], None, []
-    for r in req.get("requests", []):
+    for r in req.requests:
         fn = by_name.get(r["kernel"])
         if fn is None:
             skipped.append(f"{r['kernel']}: not a module-level kernel")

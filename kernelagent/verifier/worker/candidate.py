@@ -1,14 +1,18 @@
-"""Candidate worker: imports the untrusted candidate, runs it on the pack's trials, records the facts.
+"""Candidate worker: imports the untrusted candidate, runs it on the trials, times it, records the facts.
 
-Everything this process learns is reported back as data (outputs as tensors, probes as counts); the
-parent compares against the reference and decides. The functions used to record facts were bound
-before the candidate was imported, and their identities are checked again afterwards.
+Everything this process learns is reported back as data (outputs as tensors, records as counts); the
+parent compares against the reference and decides. Order matters: the candidate is imported and its
+constructor runs (under a seed from the OS, unrelated to the trials') BEFORE any trial input exists in
+this process — the parent links the inputs into the read-only `-in` folder only once the worker says
+the model is built. The functions used to record facts were bound before the candidate was imported,
+and their identities are checked again afterwards.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -19,16 +23,26 @@ import torch
 from torch.random import manual_seed as _manual_seed
 from torch.utils import _pytree as pytree
 
-from kernelagent.problem import ProblemError, load_module
+from kernelagent.problem import ProblemError, load_module, load_problem
+from kernelagent.verifier import protocol as P
 from kernelagent.verifier import tensorio
+from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.tensorio import grads_dict
 from kernelagent.verifier.worker import guard
 from kernelagent.verifier.worker.errors import classify_exception
-from kernelagent.verifier.worker.integrity import LaunchCounter, OpRecorder, os_thread_count, python_threads
+from kernelagent.verifier.worker.integrity import (
+    LaunchCounter,
+    OpRecorder,
+    os_thread_count,
+    python_threads,
+)
+from kernelagent.verifier.worker.outputs import OutputError, check_outputs
 
 _HEAVY_MODULES = ("torch._dynamo", "torch._inductor", "cutlass")
+DELIVERY_WAIT_S = 600.0
 
 _perf = time.perf_counter
+_sleep = time.sleep
 _equal = torch.equal
 _device_synchronize = torch.cuda.synchronize
 _isnan = torch.isnan
@@ -61,43 +75,39 @@ def _inputs_unchanged(now: list[Any], pristine: list[Any]) -> list[int]:
 
 
 class CandidateRunner:
-    def __init__(self, req: dict[str, Any], state: guard.GuardState):
+    def __init__(self, req: CandidateRequest, state: guard.GuardState):
         self.req, self.guard = req, state
-        self.device = req["device"]
-        self.pack = Path(req["pack_dir"])
-        self.out = Path(req["out_dir"])
+        self.device = req.device
+        self.inbox = Path(req.in_dir)
+        self.out = Path(req.out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.meta = json.loads((self.pack / "meta.json").read_text())
-        self.facts: dict[str, Any] = {"stages": {}, "notes": [], "io": {"save_seconds": 0.0, "saved": 0}}
+        self.meta = json.loads((self.inbox / P.META_FILE).read_text())
+        self.facts = CandidateFacts()
         self.launches = LaunchCounter()
         self.backward = bool(self.meta.get("backward"))
+        self.delivery: Delivery | None = None
         self._exit = contextlib.ExitStack()
 
     # -- setup (before the candidate exists in this process) ----------------------------------------
-    def load_pack(self) -> None:
+    def _load_init(self) -> None:
         t = _perf()
-        self._load_pack()
-        self.facts["io"]["load_seconds"] = round(_perf() - t, 4)
-
-    def _load_pack(self) -> None:
-        init = tensorio.load(self.pack / "init.pt", self.device)
+        init = tensorio.load(self.inbox / P.INIT_FILE, self.device)
         self.init_inputs, self.states = init["init_inputs"], init["states"]
-        self.trials = {t["id"]: tensorio.load(self.pack / f"inputs_{t['id']}.pt", self.device)
-                       for t in self.meta["trials"]}
+        self.facts.io["load_seconds"] = round(_perf() - t, 4)
 
     @property
     def compile_only(self) -> bool:
         """CuTe DSL without a GPU: compile everything the forward launches, run nothing, compare nothing."""
-        return self.device == "cpu" and self.req.get("backend") == "cute"
+        return self.device == "cpu" and self.req.backend == "cute"
 
     def prepare(self) -> None:
-        self.load_pack()
+        self._load_init()
         interpreter = self.device == "cpu"
         self.launches.install_triton(interpreter)
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
-        self.facts["cute_hooks"] = self.req.get("backend") != "triton" and self.launches.install_cute()
-        if self.compile_only and self.facts["cute_hooks"]:
+        self.facts.cute_hooks = self.req.backend != "triton" and self.launches.install_cute()
+        if self.compile_only and self.facts.cute_hooks:
             from kernelagent.verifier.cute import support as cute_support
             # entered before the snapshot: it swaps torch's stream getters for null streams itself
             self._exit.enter_context(cute_support.compile_only_mode(self.launches.stats))
@@ -117,27 +127,44 @@ class CandidateRunner:
         return result
 
     def _record(self, name: str, status: str, t0: float, message: str = "", details: dict | None = None) -> None:
-        self.facts["stages"][name] = {"status": status, "seconds": round(_perf() - t0, 4), "message": message,
-                                      "details": details or {}}
-        (self.out / "progress.json").write_text(json.dumps(self.facts["stages"], default=str))
+        self.facts.stages[name] = {"status": status, "seconds": round(_perf() - t0, 4), "message": message,
+                                   "details": details or {}}
+        (self.out / "progress.json").write_text(json.dumps(self.facts.stages, default=str))
 
     def load_candidate(self) -> None:
-        self.guard.candidate_file = str(Path(self.req["candidate"]).resolve())
+        self.guard.candidate_file = str(Path(self.req.candidate).resolve())
         self.guard.active = True
         try:
-            module = load_module(self.req["candidate"], "kernelagent_candidate", "candidate")
+            with guard.hidden_modules():
+                module = load_module(self.req.candidate, "kernelagent_candidate", "candidate")
         except ProblemError as e:
             raise CandidateFailure(*_load_category(e)) from e
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             raise CandidateFailure("load_error", "ModelNew is not an nn.Module subclass")
-        _manual_seed(int(self.req["secret"]) + 1)
+        # a seed from the OS: nothing the constructor can see derives from the trials' secret
+        _manual_seed(int.from_bytes(os.urandom(7), "little"))
         try:
-            with torch.device(self.device):
+            with torch.device(self.device), guard.hidden_modules():
                 self.model = cls(*self.init_inputs).to(self.device)
-        except Exception as e:  # noqa: BLE001 - the candidate's constructor failed
-            raise _failure(e, self.req["candidate"], "ModelNew(*get_init_inputs()) raised") from e
+        except BaseException as e:  # noqa: BLE001 - the candidate's constructor failed (SystemExit included)
+            raise _failure(e, self.req.candidate, "ModelNew(*get_init_inputs()) raised") from e
         self.load_state(0, report=True)
+
+    def receive_trials(self) -> None:
+        """Say the model is built, then wait for the parent to link the trial inputs into `-in`."""
+        (self.out / P.CONSTRUCTED_FILE).write_text("1")
+        path = self.inbox / P.DELIVERY_FILE
+        deadline = _perf() + DELIVERY_WAIT_S
+        while not path.exists():
+            if _perf() > deadline:
+                raise RuntimeError("the parent never delivered the trial inputs")
+            _sleep(0.002)
+        self.delivery = P.decode_delivery(path.read_text())
+        t = _perf()
+        self.trials = {tid: tensorio.load(self.inbox / P.inputs_file(tid), self.device)
+                       for tid in self.delivery.trial_ids}
+        self.facts.io["load_seconds"] = round(self.facts.io.get("load_seconds", 0.0) + _perf() - t, 4)
 
     def load_state(self, idx: int, report: bool = False) -> None:
         own = self.model.state_dict()
@@ -147,47 +174,61 @@ class CandidateRunner:
             for k, v in matched.items():
                 own[k].copy_(v)
         if report:
-            self.facts["params"] = {"missing_in_candidate": sorted(set(src) - set(matched)),
-                                    "extra_in_candidate": sorted(set(own) - set(src))}
+            self.facts.params = {"missing_in_candidate": sorted(set(src) - set(matched)),
+                                 "extra_in_candidate": sorted(set(own) - set(src))}
 
     def call(self, inputs: list[Any], grad_outputs: list[Any] | None, poison: str | None) -> dict[str, Any]:
-        """One forward (and backward) on fresh buffers; returns outputs and the probes' findings."""
+        """One forward (and backward) on fresh buffers; returns outputs and the records' findings."""
         ins = tensorio.clone_leaves(inputs)
         pristine = tensorio.clone_leaves(inputs)
         rec = OpRecorder(poison=poison)
         before = self.launches.snapshot()
         grads = None
         try:
-            if self.backward:
-                diff = [x for x in pytree.tree_leaves(ins) if isinstance(x, torch.Tensor) and x.is_floating_point()]
-                for t in diff:
-                    t.requires_grad_(True)
-                with rec:
-                    out = self.model(*ins)
-                    leaves, structure = tensorio.flatten(out)
-                    outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
-                    if not outs:
-                        raise CandidateFailure(
-                            "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
-                            "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
-                            "your backward kernel(s)")
-                    named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-                    raw = torch.autograd.grad(outs, diff + [p for _, p in named], grad_outputs[:len(outs)],
-                                              allow_unused=True)
-                    grads = grads_dict(raw, diff, named)
-            else:
-                with torch.no_grad(), rec:
-                    out = self.model(*ins)
-                leaves, structure = tensorio.flatten(out)
+            with guard.hidden_modules():
+                if self.backward:
+                    grads, leaves, structure = self._forward_backward(ins, grad_outputs, rec)
+                else:
+                    with torch.no_grad(), rec:
+                        out = self.model(*ins)
+                        leaves, structure = check_outputs(out)
             late = self.sync_outputs(leaves, grads)
+            aliases = _aliases(leaves, ins)
+            # what forward returned, as it was when it returned: work deferred to later (a finaliser that runs
+            # when the inputs are freed, a callback) must not reach what is judged
+            leaves, grads = _frozen(leaves), pytree.tree_map(_frozen_one, grads)
+        except OutputError as e:
+            raise CandidateFailure("mismatch", str(e)) from e
         except CandidateFailure:
             raise
-        except Exception as e:  # noqa: BLE001 - any exception from candidate code is classified
-            raise _failure(e, self.req["candidate"], "forward raised") from e
-        return {"leaves": leaves, "structure": structure, "grads": grads, "devices": _devices(leaves),
-                "launches": self.launches.snapshot() - before, "compute_ops": rec.compute_ops(),
-                "mutated": _inputs_unchanged(ins, pristine), "types": [_leaf_type(x) for x in leaves],
-                "aliases": _aliases(leaves, ins), "late_writes": late}
+        except BaseException as e:  # noqa: BLE001 - anything candidate code raises, SystemExit included
+            raise _failure(e, self.req.candidate, "forward raised") from e
+        facts = CallFacts(launches=self.launches.snapshot() - before, ops=dict(rec.ops), opened=sorted(rec.opened),
+                          transfers=rec.transfers,
+                          mutated=_inputs_unchanged(ins, pristine), types=["tensor" for _ in leaves],
+                          structure=structure, aliases=aliases, devices=_devices(leaves),
+                          late_writes=late, grad_leaves=getattr(self, "_grad_leaves", 0) if self.backward else 0)
+        return {"leaves": leaves, "grads": grads, "facts": facts}
+
+    def _forward_backward(self, ins: list[Any], grad_outputs: list[Any] | None, rec: OpRecorder
+                          ) -> tuple[dict[str, Any], list[Any], str]:
+        diff = [x for x in pytree.tree_leaves(ins) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        for t in diff:
+            t.requires_grad_(True)
+        with rec:
+            out = self.model(*ins)
+            leaves, structure = check_outputs(out)
+            outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+            if not outs:
+                raise CandidateFailure(
+                    "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
+                    "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
+                    "your backward kernel(s)")
+            named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+            raw = torch.autograd.grad(outs, diff + [p for _, p in named], (grad_outputs or [])[:len(outs)],
+                                      allow_unused=True)
+        self._grad_leaves = len(diff) + len(named)  # how many sums the autograd engine may have done
+        return grads_dict(raw, diff, named), leaves, structure
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -207,11 +248,10 @@ class CandidateRunner:
             return any(not _equal(e, _bits(x)) for e, x in zip(early, tensors, strict=True))
         except (RuntimeError, TypeError) as e:  # the check's own trouble (memory, odd tensors) is not the candidate's
             _device_synchronize()
-            self.facts["notes"].append(f"output-readiness check skipped: {type(e).__name__}: {str(e)[:120]}")
+            self.facts.notes.append(f"output-readiness check skipped: {type(e).__name__}: {str(e)[:120]}")
             return False
 
     def correctness(self) -> None:
-        per_trial = {}
         for trial in self.meta["trials"]:
             data = self.trials[trial["id"]]
             self.load_state(data["state"])
@@ -220,9 +260,7 @@ class CandidateRunner:
             if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
                 self.save(f"sentinel_{trial['id']}", self.call(data["inputs"], data.get("grad_outputs"),
                                                                poison="sentinel"))
-            per_trial[trial["id"]] = {k: res[k] for k in ("launches", "compute_ops", "mutated", "types",
-                                                           "aliases", "structure", "devices", "late_writes")}
-        self.facts["trials"] = per_trial
+            self.facts.trials[trial["id"]] = res["facts"]
         self.load_state(0)
 
     def probes(self) -> None:
@@ -235,42 +273,44 @@ class CandidateRunner:
         partner = next((t for t in self.meta["trials"] if t["id"] != first["id"] and t["state"] == first["state"]
                         and t["input_desc"] == first["input_desc"]), None)
         if partner is not None:
-            self.facts["cache_probe"] = {"first": first["id"], "partner": partner["id"]}
+            self.facts.cache_probe = {"first": first["id"], "partner": partner["id"]}
             self.save("probe", self._reuse_buffers(data, self.trials[partner["id"]]))
-        self.facts["threads"] = {"os_before": self.threads_before[0], "os_after": os_thread_count(),
-                                 "python_before": self.threads_before[1], "python_after": python_threads()}
+        self.facts.threads = {"os_before": self.threads_before[0], "os_after": os_thread_count(),
+                              "python_before": self.threads_before[1], "python_after": python_threads()}
+        self.load_state(0)
 
     def _reuse_buffers(self, first: dict[str, Any], partner: dict[str, Any]) -> dict[str, Any]:
         bufs = tensorio.clone_leaves(first["inputs"])
         try:
-            with torch.no_grad():
+            with torch.no_grad(), guard.hidden_modules():
                 self.model(*bufs)
                 self.sync()
                 for dst, src in zip(pytree.tree_leaves(bufs), pytree.tree_leaves(partner["inputs"]), strict=True):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src)
-                out = self.model(*bufs)
-            leaves, structure = tensorio.flatten(out)
+                    if isinstance(dst, torch.Tensor):  # through .data: the same object, pointer AND version
+                        dst.data.copy_(src)            # counter, only the values change
+                with OpRecorder():
+                    leaves, _ = check_outputs(self.model(*bufs))
             # the outputs as they end up: work left on another stream must not pass for a cached answer
-            self.facts["cache_probe"]["late_writes"] = self.sync_outputs(leaves, None)
-        except Exception as e:  # noqa: BLE001
-            raise _failure(e, self.req["candidate"], "forward raised on reused input buffers") from e
-        return {"leaves": leaves, "structure": structure, "grads": None}
+            self.facts.cache_probe["late_writes"] = self.sync_outputs(leaves, None)
+        except OutputError as e:
+            raise CandidateFailure("mismatch", str(e)) from e
+        except BaseException as e:  # noqa: BLE001 - SystemExit included
+            raise _failure(e, self.req.candidate, "forward raised on reused input buffers") from e
+        return {"leaves": leaves, "grads": None}
 
     def save(self, name: str, res: dict[str, Any]) -> None:
         t = _perf()
         tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
-        io = self.facts["io"]
+        io = self.facts.io
         io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
         io["saved"] += 1
 
     def integrity_after(self) -> None:
-        self.facts["patched"] = guard.changed_since(self.snap)
+        self.facts.patched = guard.changed_since(self.snap)
         # what the candidate's run pulled in that the worker does not import up front (cost, not blame)
-        late = (m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
-        self.facts["late_imports"] = sorted(late)
-        self.facts["launch_stats"] = {"total": self.launches.total, "kernels": self.launches.kernels()}
-        self.facts["blocked"] = list(self.guard.blocked)
+        self.facts.late_imports = sorted(m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
+        self.facts.launch_stats = {"total": self.launches.total, "kernels": self.launches.kernels()}
+        self.facts.blocked = list(self.guard.blocked)
 
     def compile_check(self) -> None:
         """The CPU path for CuTe DSL: one forward in compile-only mode, launches recorded and skipped."""
@@ -280,27 +320,44 @@ class CandidateRunner:
         data = self.trials[first["id"]]
         self.call(data["inputs"], data.get("grad_outputs"), poison=None)
         outcome, note = cute_support.compile_only_outcome(self.launches.stats)
-        self.facts["compile_only"] = {"outcome": outcome, "note": note}
+        self.facts.compile_only = {"outcome": outcome, "note": note}
 
     def timing(self) -> None:
+        """Every timed call on a new draw of get_inputs(), fingerprinted; the parent checks some in secret."""
+        from kernelagent.verifier.measure.fresh import DrawError, DrawMode
         from kernelagent.verifier.worker.timed import time_candidate
 
-        self.launches.remove_triton_hook()
-        if self.facts.get("cute_hooks"):
-            from kernelagent.verifier.cute import support as cute_support
-            cute_support.remove_launch_hooks()
-        self.facts["timing"] = time_candidate(self)
+        plan, spec = self.delivery.plan if self.delivery else None, self.meta.get("timing") or {}
+        if plan is None or not spec:
+            self.facts.timing = timing_facts_error("no timing plan was delivered", self.backward)
+            return
+        problem = load_problem_for_draws(self.inbox)
+        self.load_state(0)
+        template = self.trials[spec["template_trial"]]["inputs"]
+        eager = (self.meta.get("baseline") or {}).get("eager") or {}
+        use_graph = None if not eager.get("method") else eager["method"] == "cuda_graph"
+        mode = DrawMode(**spec["draws"])
+        try:
+            self.facts.timing = time_candidate(self.model, problem.module.get_inputs, template, plan, mode,
+                                               self.device, self.backward, self.launches, self.out, use_graph)
+        except DrawError as e:  # the problem's inputs, not the candidate: timing is skipped and the report says why
+            self.facts.timing = timing_facts_error(str(e), self.backward)
+        except OutputError as e:
+            raise CandidateFailure("mismatch", f"while timed: {e}") from e
+        except BaseException as e:  # noqa: BLE001 - SystemExit included
+            raise _failure(e, self.req.candidate, "forward raised while timed") from e
 
     def compile_facts(self) -> None:
         from kernelagent.verifier.worker.compile_facts import collect
 
-        self.facts["compile"] = collect(self)
+        self.facts.compile = collect(self.device, self.launches.stats)
 
     # -- driver --------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> CandidateFacts:
         try:
             self.prepare()
             self.stage("load", self.load_candidate)
+            self.receive_trials()
             if self.compile_only:
                 self.stage("compile_check", self.compile_check)
                 self.compile_facts()
@@ -310,10 +367,11 @@ class CandidateRunner:
             self.stage("probes", self.probes)
             self.compile_facts()
             self.integrity_after()
-            if self.req.get("timing") and self.device == "cuda" and not self.facts["patched"]:
+            if self.req.timing and self.device == "cuda" and not self.facts.patched:
                 self.stage("timing", self.timing)
+                self.integrity_after()
         except CandidateFailure as f:
-            self.facts["failure"] = {"category": f.category, "message": f.message, "detail": f.detail}
+            self.facts.failure = {"category": f.category, "message": f.message, "detail": f.detail}
             self._salvage()
         return self.facts
 
@@ -322,18 +380,21 @@ class CandidateRunner:
             self.compile_facts()
             self.integrity_after()
         except Exception as e:  # noqa: BLE001 - best effort after a failure
-            self.facts["notes"].append(f"could not collect facts after the failure: {type(e).__name__}")
+            self.facts.notes.append(f"could not collect facts after the failure: {type(e).__name__}")
 
 
-def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
-    """One warm-up forward, then one inside the NVTX range that profilers are pointed at."""
+def run_single(req: CandidateRequest, state: guard.GuardState) -> dict[str, Any]:
+    """One warm-up forward, then one inside the NVTX range that profilers are pointed at. Tool runs get
+    their inputs up front (the parent links them before the worker starts)."""
     from kernelagent.verifier.measure.profiling import NVTX_RANGE
-    from kernelagent.verifier.worker.timed import timing_trial_ids
 
     runner = CandidateRunner(req, state)
     runner.prepare()
     runner.load_candidate()
-    tid = timing_trial_ids(runner.meta)[0] if req.get("main_set", True) else runner.meta["trials"][0]["id"]
+    runner.receive_trials()
+    trials = runner.meta["trials"]
+    main = [t for t in trials if t.get("set") == 0 and t.get("state") == 0 and t.get("dist") == "native"]
+    tid = (main or trials)[0]["id"] if req.main_set else trials[0]["id"]
     data = runner.trials[tid]
     runner.load_state(data["state"])
     runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
@@ -343,7 +404,16 @@ def run_single(req: dict[str, Any], state: guard.GuardState) -> dict[str, Any]:
     res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
     if marked:
         torch.cuda.nvtx.range_pop()
-    return {"trial": tid, "launches": res["launches"]}
+    return {"trial": tid, "launches": res["facts"].launches}
+
+
+def load_problem_for_draws(inbox: Path) -> Any:
+    """The problem module, for fresh draws of its inputs (linked into `-in` after the constructor ran)."""
+    return load_problem(inbox / P.PROBLEM_FILE, "kernelagent_problem_draws")
+
+
+def timing_facts_error(message: str, backward: bool) -> TimingFacts:
+    return TimingFacts(candidate={}, mode="forward+backward" if backward else "forward", draws="", error=message)
 
 
 _BITS_SAMPLE = 64 * 2**20
@@ -358,20 +428,20 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return raw.clone()
 
 
+def _frozen_one(x: Any) -> Any:
+    return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
+
+def _frozen(leaves: list[Any]) -> list[Any]:
+    return [_frozen_one(x) for x in leaves]
+
+
 def _has_nan(leaves: list[Any]) -> bool:
     return any(isinstance(x, torch.Tensor) and x.is_floating_point() and bool(_isnan(x).any()) for x in leaves)
 
 
 def _devices(leaves: list[Any]) -> list[str]:
     return [x.device.type if isinstance(x, torch.Tensor) else "" for x in leaves]
-
-
-def _leaf_type(x: Any) -> str:
-    if isinstance(x, torch.Tensor):
-        return "tensor" if type(x) is torch.Tensor else f"subclass:{type(x).__name__}"
-    if x is None or isinstance(x, (bool, int, float, complex)):
-        return type(x).__name__
-    return f"other:{type(x).__name__}"
 
 
 def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:

@@ -100,15 +100,15 @@ def triton_cache_facts(module: Any) -> list[dict[str, Any]]:
     return facts
 
 
-def collect(runner: Any) -> dict[str, Any]:
+def collect(device: str, launch_stats: dict[str, Any]) -> dict[str, Any]:
     """Compile facts for the report; on CPU also the AOT requests for the parent to compile."""
     module = sys.modules.get("kernelagent_candidate")
     out: dict[str, Any] = {"kernels": [], "aot_requests": []}
     if module is None:
         return out
-    if runner.device == "cuda":
+    if device == "cuda":
         out["kernels"] = triton_cache_facts(module)
     else:
-        out["aot_requests"] = aot_requests(runner.launches.stats.get("interpreter_launches", []))
-    out["kernels"] += list(runner.launches.stats.get("cute_compiles", []))
+        out["aot_requests"] = aot_requests(launch_stats.get("interpreter_launches", []))
+    out["kernels"] += list(launch_stats.get("cute_compiles", []))
     return out

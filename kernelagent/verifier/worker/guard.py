@@ -9,10 +9,13 @@ monkey-patching that slipped past the static policy is still caught.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
 import threading
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
@@ -249,6 +252,8 @@ def install_thread_guard(state: GuardState) -> None:
         return original(function, args, *(() if kwargs is None else (kwargs,)))
 
     _thread.start_new_thread = start_new_thread
+    if hasattr(_thread, "start_new"):  # Python 3.11's old alias of the same function
+        _thread.start_new = start_new_thread
     threading._start_new_thread = start_new_thread
 
 
@@ -343,3 +348,27 @@ def _identity(value: object) -> tuple[int, int]:
     """The object and, for functions, its code: rewriting __code__ keeps the function's identity."""
     code = getattr(value, "__code__", None)
     return id(value), id(code) if code is not None else 0
+
+
+_OWN_PREFIX = "kernelagent"
+
+
+def _own(name: str) -> bool:
+    return name == _OWN_PREFIX or name.startswith(_OWN_PREFIX + ".") or name == "__main__"
+
+
+@contextlib.contextmanager
+def hidden_modules() -> Iterator[None]:
+    """While candidate code runs, the verifier's modules are not in `sys.modules`: whatever route reaches
+    `sys.modules`, it finds no live verifier state (an import from the candidate gets a fresh copy, not
+    the worker's objects). `__main__` is swapped for an empty module for the same reason."""
+    hidden = {k: v for k, v in list(sys.modules.items()) if _own(k)}
+    for name in hidden:
+        del sys.modules[name]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        for name in [k for k in list(sys.modules) if _own(k)]:
+            del sys.modules[name]  # copies the candidate imported meanwhile go with the dummy __main__
+        sys.modules.update(hidden)

@@ -1,5 +1,5 @@
-"""Dynamic integrity probes used inside the workers: aten ops dispatched, poisoned allocations,
-kernel launches counted, threads counted.
+"""Dynamic integrity probes used inside the workers: ops dispatched, host transfers, poisoned allocations,
+kernel launches counted, threads counted. Facts only: the parent judges them.
 """
 
 from __future__ import annotations
@@ -12,22 +12,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Aten ops a candidate's forward may dispatch: allocation, views and layout, copies and dtype/device
-# moves, metadata, initialisation fills. Anything else computes, and means PyTorch did the work.
-ALLOCATION_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
-ALLOWED_OPS = ALLOCATION_OPS | {
-    "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
-    "fill_", "zero_", "fill", "arange", "scalar_tensor", "lift_fresh", "lift_fresh_copy",
-    "view", "_unsafe_view", "reshape", "as_strided", "as_strided_", "t", "transpose", "permute", "expand",
-    "squeeze", "unsqueeze", "slice", "select", "split", "split_with_sizes", "chunk", "unbind", "narrow",
-    "flatten", "unflatten", "alias", "detach", "detach_", "view_as_real", "view_as_complex", "unfold",
-    "numpy_T", "movedim", "_reshape_alias", "diagonal", "view_as", "expand_as", "contiguous",
-    "clone", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize", "resize_",
-    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride", "dim", "is_contiguous",
-    "_local_scalar_dense", "item", "is_same_size", "record_stream", "set_", "_has_compatible_shallow_copy_type",
-}
-_INT_POISON = {torch.int8: 127, torch.uint8: 255, torch.int16: 32767, torch.int32: 2**31 - 1,
-               torch.int64: 2**63 - 1, torch.bool: True}
+from kernelagent.verifier.oprules import ALLOCATION_OPS, poison_value
+from kernelagent.verifier.protocol import Transfers
+
+_TRANSFER_OPS = frozenset({"_to_copy", "copy_", "_copy_from", "to", "_copy_from_and_resize"})
+_SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
+_active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
 
 
 def op_name(func: Any) -> str:
@@ -36,19 +26,9 @@ def op_name(func: Any) -> str:
     return f"{ns}.{packet.__name__}" if packet is not None else str(func)
 
 
-def is_allowed(name: str) -> bool:
-    ns, _, base = name.partition(".")
-    return ns in ("aten", "prim") and base in ALLOWED_OPS
-
-
-def poison_value(dtype: torch.dtype, sentinel: bool) -> float | int | bool:
-    if dtype.is_floating_point or dtype.is_complex:
-        return -3.25e3 if sentinel else float("nan")
-    return _INT_POISON.get(dtype, 0) if not sentinel else 77
-
-
 class OpRecorder(TorchDispatchMode):
-    """Records every aten op dispatched; optionally fills fresh allocations with a poison value.
+    """Records every op dispatched and the device-to-host traffic; optionally fills fresh allocations
+    with a poison value. Which ops mean "PyTorch computed" is the parent's decision (oprules).
 
     With poison `"nan"` uninitialised memory reads back as NaN (max int for integers); with
     `"sentinel"` as a distinctive finite value, so unwritten output elements can be located.
@@ -64,21 +44,75 @@ class OpRecorder(TorchDispatchMode):
         super().__init__()
         self.poison = poison
         self.ops: Counter[str] = Counter()
+        self.transfers = Transfers()
+        self.opened: set[str] = set()  # library ops whose Python bodies ran under this recorder
+
+    def __enter__(self) -> OpRecorder:
+        _active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if _active and _active[-1] is self:
+            _active.pop()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
         name = op_name(func)
+        base = name.partition(".")[2]
         self.ops[name] += 1
-        if self.poison and name.partition(".")[2] in ALLOCATION_OPS and isinstance(out, torch.Tensor):
-            if out.numel():
-                out.fill_(poison_value(out.dtype, self.poison == "sentinel"))
+        if base in _SCALAR_OPS:  # on any device: a tensor copied to the host and read element by element
+            self.transfers.scalar_reads += 1
+        body = _python_body(func, args)
+        if body is not None:  # a torch.library op written in Python: its body is judged like forward
+            inner = OpRecorder(poison=self.poison)
+            with inner:
+                out = body(*args, **kwargs)
+            self.merge(inner)
+            self.opened.add(name)
+            return out
+        out = func(*args, **kwargs)
+        if base in _TRANSFER_OPS:
+            self.transfers.d2h_bytes += _d2h_bytes(args, out)
+        if self.poison and base in ALLOCATION_OPS and isinstance(out, torch.Tensor) and out.numel():
+            out.fill_(poison_value(out.dtype, self.poison == "sentinel"))
         return out
 
-    def op_names(self) -> set[str]:
-        return set(self.ops)
+    def merge(self, other: OpRecorder) -> None:
+        self.ops.update(other.ops)
+        self.transfers.add(other.transfers)
+        self.opened |= other.opened
 
-    def compute_ops(self) -> dict[str, int]:
-        return {k: v for k, v in self.ops.items() if not is_allowed(k)}
+
+def _python_body(func: Any, args: Any) -> Any:
+    """The Python implementation a custom op (torch.library.custom_op / triton_op) would run for these
+    arguments' device, looked up at dispatch time (so a kernel registered late is seen too); None for
+    aten/prim ops and ops without one. Called directly, its inner ops reach the recorder."""
+    if getattr(func, "namespace", "aten") in ("aten", "prim"):
+        return None
+    try:
+        from torch._library.custom_ops import _maybe_get_opdef
+        opdef = _maybe_get_opdef(func)
+    except (ImportError, AssertionError, AttributeError):
+        return None
+    if opdef is None:
+        return None
+    device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
+    fns = opdef._backend_fns
+    return fns.get(device) or fns.get(None) or opdef._init_fn
+
+
+def _on_gpu(args: Any) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+
+
+def _d2h_bytes(args: Any, out: Any) -> int:
+    """Bytes a copy moved from a CUDA tensor into host memory (0 for anything else)."""
+    src = next((a for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    dst = out if isinstance(out, torch.Tensor) else None
+    if src is None or dst is None or dst.is_cuda:
+        return 0
+    return dst.numel() * dst.element_size()
 
 
 class LaunchCounter:

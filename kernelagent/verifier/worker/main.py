@@ -74,27 +74,26 @@ def _start_triton_driver() -> threading.Thread:
     return thread
 
 
-def _serve(req: dict, state: object, workdir: Path) -> dict:
-    role = req["role"]
-    if role == "reference":
+def _serve(raw: dict, state: object, workdir: Path) -> dict:
+    """Run one typed request (protocol.decode_request) and return what goes into result.json."""
+    from kernelagent.verifier import protocol as P
+
+    req = P.decode_request(raw)
+    if req.role is P.Role.REFERENCE:
         from kernelagent.verifier.reference.run import run_reference
         return {"meta": run_reference(req)}
-    if role == "candidate":
-        from kernelagent.verifier.worker.candidate import CandidateRunner
-        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
-        return {"facts": CandidateRunner(req, state).run()}
-    if role == "match":
+    if req.role is P.Role.MATCH:
         from kernelagent.verifier.reference.matching import run_match
         return {"match": run_match(req)}
-    if role == "single":
+    state.deny_read = [os.path.realpath(p) for p in req.deny_read]
+    if req.role is P.Role.CANDIDATE:
+        from kernelagent.verifier.worker.candidate import CandidateRunner
+        return {"facts": CandidateRunner(req, state).run().to_dict()}
+    if req.role is P.Role.SINGLE:
         from kernelagent.verifier.worker.candidate import run_single
-        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
         return {"single": run_single(req, state)}
-    if role == "aot":
-        from kernelagent.verifier.worker.aot import run_aot
-        state.deny_read = [os.path.realpath(p) for p in req.get("deny_read", [])]
-        return {"aot": run_aot(req, state)}
-    raise ValueError(f"unknown role {role!r}")
+    from kernelagent.verifier.worker.aot import run_aot
+    return {"aot": run_aot(req, state)}
 
 
 def _read_request(workdir: Path) -> str:
@@ -110,23 +109,45 @@ def _read_request(workdir: Path) -> str:
     return line
 
 
+def _first_for_the_oom_killer() -> None:
+    """When memory runs out, the kernel should kill a worker, never the caller (kernelagent itself)."""
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
+
+
 def main() -> None:
     workdir = Path(sys.argv[1]).resolve()
     mode = os.environ.get("KERNELAGENT_WORKER_MODE", "cpu")
+    _first_for_the_oom_killer()
+    from kernelagent.verifier.sandbox import confine
     from kernelagent.verifier.worker import guard
 
-    netns = guard.isolate_network() if os.environ.get("KERNELAGENT_WORKER_NETNS") != "0" else "kept for a profiler"
+    settings = confine.Settings.from_env()
+    netns = ""
+    if settings.level == "off":  # unconfined (tests only): today's private network namespace, where allowed
+        netns = guard.isolate_network() if os.environ.get("KERNELAGENT_WORKER_NETNS") != "0" else "kept for a profiler"
     state = guard.GuardState(workdir=str(workdir))
-    guard.install_audit_hook(state)
-    guard.install_thread_guard(state)
+    if settings.tripwires:  # Python-level tripwires; only tests of the OS walls alone turn them off
+        guard.install_audit_hook(state)
+        guard.install_thread_guard(state)
+    # the OS walls: before the imports where nothing needs more (no thread exists yet), else after CUDA's
+    # set-up; always before the request is read and any candidate code exists
+    walls = confine.enter(workdir, settings) if confine.restrict_early(mode) else None
     t0 = time.perf_counter()
     env = _warm_imports(mode)
-    env.update(mode=mode, sandbox_network=netns, import_seconds=round(time.perf_counter() - t0, 3))
-    (workdir / "ready").write_text("1")
+    import_seconds = round(time.perf_counter() - t0, 3)
+    walls = walls or confine.enter(workdir, settings)
+    env.update(mode=mode, sandbox_network=netns or confine.network_note(walls), import_seconds=import_seconds,
+               confinement=walls)
+    # what applied, read by the parent before any candidate code can exist in this process
+    (workdir / "ready").write_text(json.dumps(walls, default=str))
     line = _read_request(workdir)
     if not line.strip():
         os._exit(0)
     req = json.loads(line)
+    nonce = req.pop("nonce", "")  # echoed in the result: a result.json the candidate forged lacks it
     out_dir = Path(req.get("out_dir") or f"{workdir}-out")
     out_dir.mkdir(parents=True, exist_ok=True)
     state.out_dir = os.path.realpath(out_dir)
@@ -140,6 +161,7 @@ def main() -> None:
                             "traceback": traceback.format_exc()[-6000:]}}
     result["environment"] = env
     result["seconds"] = round(time.perf_counter() - t1, 3)
+    result["nonce"] = nonce
     state.active = False
     tmp = out_dir / "result.json.tmp"
     tmp.write_text(json.dumps(result, default=str))

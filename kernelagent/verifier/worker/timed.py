@@ -1,88 +1,120 @@
-"""Timing the candidate inside its worker (GPU), on the pack's timing trials, in rotation."""
+"""Timing the candidate inside its worker (GPU): every call on a new draw of the problem's inputs, with
+the same instrumentation as the checked calls, and every call's outputs fingerprinted for the parent.
+
+Nothing here tells checking from timing apart: the launch hook and the op recorder stay on (the poison
+fill of fresh allocations is the one difference, and it changes no value the kernel should read), and
+which fingerprints the parent compares with the reference is decided in the parent.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 from kernelagent.verifier import tensorio
-from kernelagent.verifier.measure.timing import measure
+from kernelagent.verifier.measure.fresh import DrawMode, Fingerprinter, Refresher, grad_outputs_for
+from kernelagent.verifier.measure.timing import Workload, measure
+from kernelagent.verifier.protocol import TimingFacts, TimingPlan, Transfers
+from kernelagent.verifier.worker.outputs import check_outputs
 
 
-def timing_trial_ids(meta: dict[str, Any]) -> list[int]:
-    ids = [t["id"] for t in meta["trials"] if t.get("timing")]
-    return ids or [next(t["id"] for t in meta["trials"] if t["state"] == 0)]
+class TimedCalls:
+    """The Workload for one model: fixed buffers per slot, refilled before each call, fingerprinted after."""
+
+    def __init__(self, model: Any, refresher: Refresher, plan: TimingPlan, backward: bool,
+                 fingerprint: Fingerprinter | None, recorder: Callable[[], Any] | None = None):
+        self.model, self.refresher, self.plan, self.backward = model, refresher, plan, backward
+        self.fingerprint, self.recorder = fingerprint, recorder
+        self.outputs: dict[int, Any] = {}
+        self.grads: dict[int, Any] = {}
+        self.prints: dict[int, torch.Tensor] = {}
+        self.records: list[Any] = []
+
+    def workload(self) -> Workload:
+        return Workload(run=self.run, prepare=self.prepare, after=self.after)
+
+    def prepare(self, i: int, slot: int) -> None:
+        bufs = self.refresher.fill(i, slot)
+        if self.backward:
+            for x in _diff_leaves(bufs):
+                x.requires_grad_(True)
+        self._seed = self.plan.seed(i)
+
+    def run(self, slot: int) -> None:
+        bufs = self.refresher.buffers[slot]
+        rec = self.recorder() if self.recorder is not None else None
+        if rec is not None:
+            rec.__enter__()
+        try:
+            if not self.backward:
+                with torch.no_grad():
+                    self.outputs[slot] = self.model(*bufs)
+                return
+            out = self.model(*bufs)
+            leaves = [x for x in check_outputs(out)[0] if isinstance(x, torch.Tensor) and x.requires_grad]
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            gos = grad_outputs_for(leaves, self._seed)
+            self.grads[slot] = torch.autograd.grad(leaves, _diff_leaves(bufs) + params, gos, allow_unused=True)
+            self.outputs[slot] = out
+        finally:
+            if rec is not None:
+                rec.__exit__(None, None, None)
+                self.records.append(rec)
+
+    def after(self, i: int, slot: int) -> None:
+        if self.fingerprint is None:
+            return
+        leaves, _ = check_outputs(self.outputs.get(slot))
+        grads = [g for g in self.grads.get(slot, ()) if isinstance(g, torch.Tensor)]
+        self.prints[i] = self.fingerprint([*leaves, *grads])
 
 
-def make_call(model: Any, inputs: list[Any], grad_outputs: list[Any] | None, backward: bool,
-              sink: dict[int, Any], key: int):
-    """A closure running one forward (and backward) on fixed buffers, keeping its last output."""
-    if not backward:
-        def fwd() -> None:
-            with torch.no_grad():
-                sink[key] = model(*inputs)
-        return fwd
-    diff = [x for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    for t in diff:
-        t.requires_grad_(True)
-    params = [p for p in model.parameters() if p.requires_grad]
-
-    def fwd_bwd() -> None:
-        out = model(*inputs)
-        leaves = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor) and x.requires_grad]
-        torch.autograd.grad(leaves, diff + params, grad_outputs[:len(leaves)], allow_unused=True)
-        sink[key] = out
-    return fwd_bwd
+def _diff_leaves(values: list[Any]) -> list[torch.Tensor]:
+    return [x for x in pytree.tree_leaves(values) if isinstance(x, torch.Tensor) and x.is_floating_point()]
 
 
-def time_candidate(runner: Any) -> dict[str, Any]:
-    ids = timing_trial_ids(runner.meta)
-    runner.load_state(0)
-    sink: dict[int, Any] = {}
-    fns, bufs_of = [], {}
-    for tid in ids:
-        data = runner.trials[tid]
-        bufs = tensorio.clone_leaves(data["inputs"])
-        bufs_of[tid] = bufs
-        fns.append(make_call(runner.model, bufs, data.get("grad_outputs"), runner.backward, sink, tid))
-    # the same method as the baseline: CUDA-graph replay on both sides when eager ran under 10 us
-    eager_method = ((runner.meta.get("baseline") or {}).get("eager") or {}).get("method")
-    timing = measure(fns, use_graph=None if eager_method is None else eager_method == "cuda_graph")
-    for tid in ids:
-        leaves, _ = tensorio.flatten(sink[tid])
-        runner.save(f"timed_{tid}", {"leaves": [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves],
-                                     "grads": None})
-    return {"candidate": timing.to_dict(), "checked_trials": ids, "after": after_timing(runner, ids, bufs_of),
-            "mode": "forward+backward" if runner.backward else "forward"}
+def time_model(model: Any, get_inputs: Callable[[], Any], template: list[Any], plan: TimingPlan, mode: DrawMode,
+               device: str, backward: bool, *, fingerprints: bool, recorder: Callable[[], Any] | None = None,
+               use_graph: bool | None = None) -> tuple[Any, TimedCalls]:
+    """Measure `model` on fresh draws; returns the Timing and the calls (fingerprints, op records)."""
+    refresher = Refresher(get_inputs, plan, mode, device, template)
+    printer = Fingerprinter(plan.mask_seed, plan.fingerprints, device) if fingerprints else None
+    calls = TimedCalls(model, refresher, plan, backward, printer, recorder)
+    timing = measure(calls.workload(), use_graph=use_graph)
+    return timing, calls
 
 
-def after_timing(runner: Any, ids: list[int], bufs_of: dict[int, list[Any]]) -> list[dict[str, Any]]:
-    """Once timed, each timing buffer gets the values of the next timing trial and is run once more,
-    with aten ops recorded and launches counted: a kernel that started remembering answers (by
-    pointer, shape or call count) or stopped launching after its warm-up is caught here."""
+def stack_prints(prints: dict[int, torch.Tensor]) -> dict[str, Any]:
+    """The fingerprints of every call, as one CPU tensor [calls, leaves, k] plus the call indices."""
+    if not prints:
+        return {"calls": [], "prints": None}
+    order = sorted(prints)
+    return {"calls": order, "prints": torch.stack([prints[i] for i in order]).cpu()}
+
+
+def time_candidate(model: Any, get_inputs: Callable[[], Any], template: list[Any], plan: TimingPlan,
+                   mode: DrawMode, device: str, backward: bool, launches: Any, out_dir: Any,
+                   use_graph: bool | None) -> TimingFacts:
+    """Time the candidate on fresh draws with the recorder on; its fingerprints go to `timed_prints.pt`."""
+    from kernelagent.verifier.worker import guard
     from kernelagent.verifier.worker.integrity import OpRecorder
 
-    if runner.device == "cuda":
-        runner.launches.install_triton(False)
-    out = []
-    for i, tid in enumerate(ids):
-        donor = ids[(i + 1) % len(ids)]
-        bufs = bufs_of[tid]
-        for dst, src in zip(pytree.tree_leaves(bufs), pytree.tree_leaves(runner.trials[donor]["inputs"]), strict=True):
-            if isinstance(dst, torch.Tensor):
-                with torch.no_grad():
-                    dst.copy_(src)
-        rec = OpRecorder()
-        before = runner.launches.snapshot()
-        with torch.no_grad(), rec:
-            result = runner.model(*bufs)
-        runner.sync()
-        leaves, _ = tensorio.flatten(result)
-        runner.save(f"after_{tid}", {"leaves": leaves, "grads": None})
-        counted = runner.req.get("backend") != "cute"  # CuTe's launch hook is off after timing
-        out.append({"buffers_of": tid, "values_of": donor,
-                    "launches": runner.launches.snapshot() - before if counted else None,
-                    "compute_ops": rec.compute_ops()})
-    return out
+    before = launches.snapshot()
+    with guard.hidden_modules():
+        timing, calls = time_model(model, get_inputs, template, plan, mode, device, backward, fingerprints=True,
+                                   recorder=OpRecorder, use_graph=False if backward else use_graph)
+    ops: Counter[str] = Counter()
+    transfers, opened = Transfers(), set()
+    for rec in calls.records:
+        ops.update(rec.ops)
+        transfers.add(rec.transfers)
+        opened |= rec.opened
+    tensorio.save(out_dir / "timed_prints.pt", stack_prints(calls.prints))
+    counted = None if timing.method == "cuda_graph" else launches.snapshot() - before  # replays launch unseen
+    return TimingFacts(candidate=timing.to_dict(), mode="forward+backward" if backward else "forward",
+                       draws=mode.describe(), calls=timing.calls, launches=counted, ops=dict(ops), transfers=transfers,
+                       opened=sorted(opened))

@@ -146,14 +146,14 @@ def test_sanitizer_runs_without_the_caching_allocator_and_rejects_on_findings(mo
     fake_tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
 
-    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+    def single_run(prefix, main_set=True, extra_env=None):
         calls.append(extra_env)
         log = prefix[prefix.index("--log-file") + 1]
         errors = 2 if "memcheck" in prefix else 0
         open(log, "w").write(f"========= Invalid __global__ read\n========= ERROR SUMMARY: {errors} errors\n")
         return SimpleNamespace(status="ok", seconds=0.1, stderr_tail="", result={"single": {"launches": 1}})
 
-    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    stage = tools_stage.sanitize_stage(single_run)
     assert calls and all(env == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"} for env in calls)
     assert stage.status == "failed" and "memcheck" in stage.message and "2 error" in stage.message
 
@@ -170,7 +170,7 @@ def test_sanitizer_never_passes_a_run_it_did_not_finish(monkeypatch, tmp_path, h
     fake_tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
 
-    def single_run(cspec, pspec, pack, prefix, main_set=True, extra_env=None):
+    def single_run(prefix, main_set=True, extra_env=None):
         log = prefix[prefix.index("--log-file") + 1]
         open(log, "w").write("" if how == "no_summary" else "========= ERROR SUMMARY: 0 errors\n")
         result = {"single": {"launches": 0 if how == "no_launch" else 2}}
@@ -179,7 +179,7 @@ def test_sanitizer_never_passes_a_run_it_did_not_finish(monkeypatch, tmp_path, h
         return SimpleNamespace(status="died" if how == "worker_died" else "ok", died_how="signal 11", seconds=0.1,
                                stderr_tail="boom", result=result)
 
-    stage = tools_stage.sanitize_stage(SimpleNamespace(single_run=single_run), None, None, None)
+    stage = tools_stage.sanitize_stage(single_run)
     assert stage.status == "warning" and "did not complete" in stage.message, stage.message
 
 
@@ -195,3 +195,13 @@ def test_precision_hint_only_when_the_error_is_spread_out():
     assert "bf16" in looks_like_reduced_precision(spread, torch.float32)
     assert "fp16/tf32" in looks_like_reduced_precision(half, torch.float32)
     assert looks_like_reduced_precision(spread, torch.bfloat16) == ""
+
+
+def test_the_tl_dot_advice_only_for_kernels_that_call_tl_dot():
+    """A GELU kernel with fp16-sized error was told to set tl.dot's input_precision though it had no tl.dot."""
+    from kernelagent.verifier.judge.compare import LeafResult, looks_like_reduced_precision
+
+    half = LeafResult("output", False, "mismatch", rel_l2=4.2e-4, frac_bad=0.3)
+    assert "tl.dot" in looks_like_reduced_precision(half, torch.float32, uses_dot=True)
+    hint = looks_like_reduced_precision(half, torch.float32, uses_dot=False)
+    assert "fp16/tf32" in hint and "tl.dot" not in hint

@@ -1,12 +1,13 @@
-# expect: caching_detected
+# expect: timing_violation
 # policy: off
 # problem: softmax
-# needle: never cache results
+# needle: new input values
 # gpu: yes
 """Honest while it is being checked, cached while it is being timed: the first 16 calls (correctness
 trials, probes and the first timing calls) compute and remember their outputs by buffer address; later
-calls on a buffer seen before return the remembered output without launching anything. The timing loop
-reuses the same three input buffers with unchanged values, so the remembered outputs are still right."""
+calls on a buffer seen before return the remembered output without launching anything. A timing loop
+that reused unchanged buffers would find the remembered outputs still right; here every timed call gets
+new values, and the checked calls show the remembered answers."""
 
 import torch
 import torch.nn as nn

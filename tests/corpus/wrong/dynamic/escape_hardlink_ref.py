@@ -30,13 +30,14 @@ def _digest(t):
 def _steal():
     answers = {}
     packs = [p for base in ("/dev/shm/kernelagent-*", "/tmp") for p in
-             glob.glob(f"{base}/kernelagent-{os.getppid()}*/packs/*/")]
+             glob.glob(f"{base}/kernelagent-*/packs/*/")]  # any verifier's (the parent may be out of sight)
+    refs = [r for base in ("/dev/shm/kernelagent-*", "/tmp") for r in glob.glob(f"{base}/kernelagent-*/refs/*/")]
     for pack in packs:
         for inputs in glob.glob(os.path.join(pack, "inputs_*.pt")):
             trial = inputs.rsplit("_", 1)[1]
             link = os.path.abspath(f"stolen_{len(answers)}.pt")
             try:
-                os.link(os.path.join(pack, "ref", f"ref_{trial}"), link)
+                os.link(next(os.path.join(r, f"ref_{trial}") for r in refs + [os.path.join(pack, "ref")]), link)
                 ref = torch.load(link, weights_only=True)
                 x = torch.load(inputs, weights_only=True)["inputs"][0]
             except (OSError, RuntimeError, KeyError):

@@ -1,9 +1,10 @@
-# expect: policy_violation
+# expect: input_mutation
 # policy: off
 # problem: relu
-# needle: __code__
-"""Harness tampering that keeps every identity: the worker's input-mutation and aliasing checks get a
-new __code__ (same function objects), then the kernel computes ReLU in place and returns its input."""
+# needle: modified
+"""Harness tampering that would keep every identity: looks for the worker's input-mutation and aliasing
+checks in sys.modules to give them a new __code__, then computes ReLU in place and returns its input.
+The verifier's modules are hidden while candidate code runs, so nothing is swapped and the mutation shows."""
 
 import sys
 

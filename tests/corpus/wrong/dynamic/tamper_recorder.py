@@ -1,10 +1,10 @@
-# expect: policy_violation
+# expect: fallback_to_reference
 # policy: off
 # problem: softmax
-# needle: replaced
-"""Harness tampering below the identity snapshot: the verifier's op recorder is reached through
-sys.modules and its `compute_ops` method replaced on the class (the module attribute `OpRecorder` keeps
-its identity), then forward falls back to torch.softmax behind a copy kernel."""
+# needle: aten._softmax
+"""Harness tampering: looks for the verifier's op recorder in sys.modules to switch its record off, then
+falls back to torch.softmax behind a copy kernel. The verifier's modules are not in sys.modules while
+candidate code runs (and what the recorder records is judged in the parent), so the fallback is caught."""
 
 import sys
 

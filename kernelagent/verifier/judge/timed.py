@@ -1,0 +1,120 @@
+"""Judging the timed calls: were their outputs right, were their times possible, does the speed hold?
+
+Every timed call ran on a new draw of the problem's inputs and left a fingerprint (a few random ±1
+projections of its outputs). The parent picked some call positions in secret before the candidate ran;
+the reference worker fingerprinted its own outputs (native dtype and float64) on the same draws. A call
+whose projections stray beyond what rounding explains returned an answer it did not compute for those
+inputs: remembered, skipped or deferred work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Relative size of an honest error, per output dtype (looser than the correctness trials: a projection
+# sums the error of the whole output), and the absolute error per element.
+_REL = {torch.float64: 1e-9, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 6e-2}
+_ABS = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
+_SIGMAS = 6.0       # a projection of an honest error is ~N(0, |e|²): 6 sigma never trips
+_NOISE = 8.0        # multiple of the reference's own native-vs-float64 spread allowed
+
+
+@dataclass
+class PrintVerdict:
+    checked: int
+    wrong: list[dict[str, Any]]
+    missing: list[int]
+    shape_error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.wrong and not self.missing and not self.shape_error
+
+
+def tolerance_for(dtypes: list[torch.dtype], problem_tol: dict[str, float] | None) -> tuple[float, float]:
+    """(relative, absolute-per-element) tolerance for the projections of outputs of these dtypes."""
+    rel = max((_REL.get(d, 0.0) for d in dtypes), default=2e-3)
+    atol = max((_ABS.get(d, 0.0) for d in dtypes), default=1e-5)
+    if problem_tol:
+        rel, atol = max(rel, float(problem_tol.get("rtol", 0.0))), max(atol, float(problem_tol.get("atol", 0.0)))
+    return rel, atol
+
+
+def check_prints(cand: dict[str, Any], ref: dict[str, Any], rel: float, atol: float) -> PrintVerdict:
+    """Compare the candidate's fingerprints with the reference's at every checked position it reached."""
+    calls = list(cand.get("calls") or [])
+    prints = cand.get("prints")
+    made = max(calls, default=-1) + 1
+    index = {c: i for i, c in enumerate(calls)}
+    wrong, missing, checked = [], [], 0
+    for p_i, pos in enumerate(ref["positions"]):
+        if pos >= made:
+            continue  # the timing ended before this call; fine past the guaranteed calls
+        if pos not in index or prints is None:
+            missing.append(pos)
+            continue
+        got, nat, f64 = prints[index[pos]], ref["native"][p_i], ref["f64"][p_i]
+        if got.shape != f64.shape:
+            return PrintVerdict(checked, wrong, missing, f"call {pos} returned {got.shape[0]} output tensor(s); "
+                                f"the reference {f64.shape[0]}")
+        checked += 1
+        bad = _stray(got, nat, f64, ref["scales"][p_i], ref["numel"], rel, atol)
+        if bad is not None:
+            wrong.append({"call": pos, **bad})
+    return PrintVerdict(checked, wrong, missing)
+
+
+def _stray(got: torch.Tensor, nat: torch.Tensor, f64: torch.Tensor, scales: torch.Tensor, numel: list[int],
+           rel: float, atol: float) -> dict[str, Any] | None:
+    """The worst projection beyond its allowance, or None."""
+    for leaf in range(f64.shape[0]):
+        n = numel[leaf] if leaf < len(numel) else 1
+        allow = _NOISE * (nat[leaf] - f64[leaf]).abs() + _SIGMAS * (rel * float(scales[leaf]) + atol * math.sqrt(n))
+        err = (got[leaf] - f64[leaf]).abs()
+        if not bool(torch.isfinite(got[leaf]).all()) or bool((err > allow).any()):
+            j = int(torch.nan_to_num(err / allow, nan=float("inf")).argmax())
+            return {"output": leaf, "error": float(err[j]), "allowed": float(allow[j]),
+                    "scale": float(scales[leaf])}
+    return None
+
+
+def describe_wrong(v: PrintVerdict) -> str:
+    """One sentence for the report."""
+    if v.shape_error:
+        return f"while timed, {v.shape_error}"
+    if v.missing:
+        return f"the timed calls {v.missing[:5]} left no fingerprint of their outputs"
+    first = v.wrong[0]
+    return (f"{len(v.wrong)} of {v.checked} checked timed calls returned wrong outputs (call {first['call']}: a "
+            f"projection of output {first['output']} is off by {first['error']:.3g}, honest rounding allows "
+            f"{first['allowed']:.3g}); every timed call gets new input values, so remembered, skipped or "
+            "deferred work shows here")
+
+
+def speed_claim(median_ratio: float | None, mean_ratio: float | None) -> tuple[bool, str]:
+    """A speedup stands only if it holds for the mean as well as the median (uneven work across calls
+    makes the median call cheap while the mean stays honest)."""
+    if median_ratio is None or mean_ratio is None:
+        return False, ""
+    if median_ratio > 1.0 and mean_ratio < 1.0:
+        return False, (f"faster by the median ({median_ratio:.2f}x) but not by the mean ({mean_ratio:.2f}x): "
+                       "the calls' times are uneven")
+    return True, ""
+
+
+def bimodal(samples: list[float]) -> str:
+    """A note when per-call times fall into two groups far apart (work done in some calls only)."""
+    if len(samples) < 20:
+        return ""
+    s = sorted(samples)
+    med = s[len(s) // 2]
+    low = sum(1 for x in s if x < 0.5 * med) / len(s)
+    high = sum(1 for x in s if x > 2.0 * med) / len(s)
+    if low > 0.1 and high > 0.1 or high > 0.25:
+        return (f"per-call times are uneven: {low:.0%} of calls under half the median, {high:.0%} over twice it "
+                f"(max {s[-1]:.4f} ms, median {med:.4f} ms)")
+    return ""

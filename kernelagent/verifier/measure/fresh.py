@@ -1,0 +1,164 @@
+"""New input values for every timed call, and fingerprints of what each call returned.
+
+Timing that reuses unchanged buffers rewards anything that remembers (memos keyed on identity, version
+counters or content fingerprints, skipped stores). So call i of a timing run draws the problem's own
+`get_inputs()` again under `plan.seed(i)` and copies the values into fixed buffers (outside the timed
+region): the addresses stay, the values are new, and the candidate cannot predict them. Each call's
+outputs are then reduced to a few random ±1 projections; the parent compares the projections of calls it
+picked in secret with the reference's for the same draws (judge.timed).
+
+Both the reference worker (baselines, check fingerprints) and the candidate worker use this module, so a
+draw is the same on both sides. When `get_inputs()` is slow (it builds large inputs on the CPU), timing
+uses a pool of draws picked per call from the seed; the report says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from kernelagent.verifier.protocol import TimingPlan
+
+POOL_SIZE = 8
+SLOW_DRAW_S = 0.02          # a draw slower than this switches to the pool
+_CHUNK = 1 << 20            # elements reduced at once by a fingerprint (k x 8 MiB of float64)
+
+_perf = time.perf_counter
+_manual_seed = torch.manual_seed
+
+
+class DrawError(ValueError):
+    """The problem's get_inputs() cannot give fresh draws of one fixed shape (the problem's fault)."""
+
+
+@dataclass(frozen=True)
+class DrawMode:
+    """How call i gets its values: `fresh` (a new draw per call) or `pool` (one of POOL_SIZE draws)."""
+
+    kind: str = "fresh"
+    pool: int = POOL_SIZE
+
+    def seed_of(self, plan: TimingPlan, i: int) -> int:
+        if self.kind == "fresh":
+            return plan.seed(i)
+        return plan.seed(-2 - plan.seed(i) % self.pool)
+
+    def describe(self) -> str:
+        return "a new draw of get_inputs() per call" if self.kind == "fresh" else \
+            f"one of {self.pool} draws of get_inputs() per call (a draw costs too long to repeat per call)"
+
+
+def draw_inputs(get_inputs: Callable[[], Any], seed: int, device: str) -> list[Any]:
+    """The problem's main input set under `seed`, on `device`; the global RNG is left at a random state."""
+    _manual_seed(seed)
+    try:
+        with torch.device(device):
+            values = list(get_inputs())
+    except Exception as e:  # noqa: BLE001 - the problem's own code failed on a new seed
+        raise DrawError(f"get_inputs() raised on a fresh draw: {type(e).__name__}: {str(e)[:200]}") from e
+    _manual_seed(int.from_bytes(os.urandom(7), "little"))  # the candidate must not learn `seed` from the RNG
+    return [pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, x) for x in values]
+
+
+def choose_mode(get_inputs: Callable[[], Any], plan: TimingPlan, device: str) -> DrawMode:
+    """Fresh draws unless one costs more than SLOW_DRAW_S (measured on the second draw, after warm-up)."""
+    draw_inputs(get_inputs, plan.seed(0), device)
+    t = _perf()
+    draw_inputs(get_inputs, plan.seed(1), device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return DrawMode("fresh") if _perf() - t <= SLOW_DRAW_S else DrawMode("pool")
+
+
+def grad_outputs_for(outputs: list[Any], seed: int) -> list[torch.Tensor]:
+    """Random upstream gradients for the differentiable outputs of a call (same on both sides)."""
+    gen = None
+    out = []
+    for x in outputs:
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            if gen is None:
+                gen = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
+            out.append(torch.randn(x.shape, generator=gen, device=x.device, dtype=torch.float32).to(x.dtype))
+    return out
+
+
+class Refresher:
+    """Copies the values of draw i into fixed input buffers (one buffer set per slot)."""
+
+    def __init__(self, get_inputs: Callable[[], Any], plan: TimingPlan, mode: DrawMode, device: str,
+                 template: list[Any]):
+        self.get_inputs, self.plan, self.mode, self.device = get_inputs, plan, mode, device
+        self.template = template
+        self.buffers: list[list[Any]] = []  # one buffer set per slot, made when the slot is first filled
+        self._pool: dict[int, list[Any]] = {}
+
+    def values(self, i: int) -> list[Any]:
+        seed = self.mode.seed_of(self.plan, i)
+        if self.mode.kind == "pool":
+            if seed not in self._pool:
+                self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
+            return self._pool[seed]
+        return draw_inputs(self.get_inputs, seed, self.device)
+
+    def fill(self, i: int, slot: int = 0) -> list[Any]:
+        """Draw i's values into slot `slot`'s buffers; returns those buffers."""
+        while len(self.buffers) <= slot:
+            self.buffers.append([pytree.tree_map(_own_copy, x) for x in self.template])
+        bufs = self.buffers[slot]
+        new = self.values(i)
+        dst, src = pytree.tree_leaves(bufs), pytree.tree_leaves(new)
+        if len(dst) != len(src):
+            raise DrawError("get_inputs() returned a different structure on another draw")
+        with torch.no_grad():
+            for d, s in zip(dst, src, strict=True):
+                if isinstance(d, torch.Tensor):
+                    if d.shape != s.shape or d.dtype != s.dtype:
+                        raise DrawError(f"get_inputs() drew a {tuple(s.shape)} {s.dtype} tensor where an earlier "
+                                         f"draw had {tuple(d.shape)} {d.dtype}: timing needs fixed shapes")
+                    d.copy_(s)
+        return bufs
+
+
+def _own_copy(v: Any) -> Any:
+    return v.detach().clone() if isinstance(v, torch.Tensor) else v
+
+
+class Fingerprinter:
+    """`k` random ±1 projections of every tensor leaf, in float64, queued on the current stream."""
+
+    def __init__(self, seed: int, k: int, device: str):
+        self.seed, self.k, self.device = seed, k, device
+        self._masks: dict[tuple[int, int], torch.Tensor] = {}
+
+    def _mask(self, leaf: int, n: int) -> torch.Tensor:
+        key = (leaf, n)
+        if key not in self._masks:
+            gen = torch.Generator(device=self.device).manual_seed((self.seed + 7919 * leaf) % 2**62)
+            bits = torch.randint(0, 2, (self.k, n), generator=gen, device=self.device, dtype=torch.int8)
+            self._masks[key] = bits * 2 - 1
+        return self._masks[key]
+
+    def __call__(self, leaves: list[Any]) -> torch.Tensor:
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        out = torch.zeros((len(tensors), self.k), dtype=torch.float64, device=self.device)
+        for li, t in enumerate(tensors):
+            flat = t.detach().reshape(-1)
+            if flat.is_complex():
+                flat = torch.view_as_real(flat).reshape(-1)
+            signs = self._mask(li, flat.numel())
+            for start in range(0, flat.numel(), _CHUNK):
+                part = flat[start:start + _CHUNK].to(torch.float64)
+                out[li] += signs[:, start:start + _CHUNK].to(torch.float64) @ part
+        return out
+
+
+def l2_norms(leaves: list[Any]) -> list[float]:
+    """The float64 L2 norm of each tensor leaf (scales for the fingerprint tolerance)."""
+    return [float(torch.linalg.vector_norm(x.detach().reshape(-1).to(torch.float64)))
+            for x in leaves if isinstance(x, torch.Tensor)]

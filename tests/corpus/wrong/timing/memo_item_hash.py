@@ -1,0 +1,42 @@
+# expect: fallback_to_reference|caching_detected|timing_violation
+# policy: off
+# problem: softmax_timing
+# needle: host
+# gpu: yes
+"""Hashes 512 sampled values read one by one with .item() and returns the remembered answer on a match."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+def softmax(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    _softmax[(x.shape[0],)](x, y, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+
+    def forward(self, x):
+        flat = x.reshape(-1)
+        step = max(1, flat.numel() // 512)
+        key = hash(tuple(flat[i * step].item() for i in range(min(512, flat.numel()))))
+        if key not in self.memo:
+            self.memo = {key: softmax(x)}
+        return self.memo[key]
