@@ -16,9 +16,10 @@ _EXPORTS = {
     "Deps": "deps", "make_provider": "providers", "Provider": "providers.base",
     "Completion": "providers.base", "Block": "providers.base",
     "extract_candidate": "extract", "LiveView": "progress",
-    "AgentError": "errors", "ProviderError": "errors", "ProviderAuthError": "errors",
+    "CallHooks": "providers.base", "RetryPolicy": "providers.base",
+    "AgentError": "errors", "ProviderError": "errors", "ProviderAuthError": "errors", "SetupError": "errors",
     "ProviderNotConfigured": "errors", "RunNotFound": "errors", "RunFailed": "errors", "RunInterrupted": "errors",
-    "ReplayError": "errors",
+    "ReplayError": "errors", "UnknownPrice": "errors", "ModelUnavailable": "errors", "MissingExtra": "errors",
 }
 __all__ = sorted(_EXPORTS)
 

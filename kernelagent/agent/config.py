@@ -32,18 +32,26 @@ class OptimizeConfig:
     beam: int = 2                        # branches kept between turns (B)
     target_speedup: float | None = None  # stop once the best is this much faster than eager
     budget_usd: float | None = DEFAULT_BUDGET_USD
-    budget_tokens: int | None = None     # input + output tokens over the run
-    budget_gpu_s: float | None = None    # seconds spent in the verifier
+    budget_tokens: int | None = None     # input + output tokens over the run (--max-tokens-total)
+    budget_gpu_s: float | None = None    # seconds spent in the verifier (--gpu-seconds)
+    price_in: float | None = None        # dollars per million input tokens, for a model outside the price table
+    price_out: float | None = None       # dollars per million output tokens
+    thinking_budget: int | None = None   # Anthropic extended thinking: tokens of thinking per call (>= 1024)
     patience: int = 3                    # turns without a better kernel before stopping (once one passed)
     max_repairs: int = 5                 # failed repairs in a row on a branch before it restarts afresh
     history_pairs: int = 2               # earlier (reply, feedback) pairs kept verbatim in a branch
-    max_output_tokens: int = 16000       # per LLM call
+    max_output_tokens: int = 16000       # per LLM call, not counting thinking
     verify_workers: int = 1              # candidates verified at once; >1 only if verify_fn serialises timing
     examples: int = 2                    # earlier accepted kernels shown in the first prompt
     shapes: str = ""                     # user shape override, part of the problem's identity in memory
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def call_max_tokens(self) -> int:
+        """`max_tokens` of one call: the answer plus the thinking budget (thinking counts toward it)."""
+        return self.max_output_tokens + (self.thinking_budget or 0)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OptimizeConfig:

@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelagent.agent.budget import Ledger
 from kernelagent.agent.config import OptimizeConfig
 from kernelagent.agent.providers.base import Provider
+from kernelagent.agent.providers.prices import Price
+from kernelagent.agent.replies import ReplyLog
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.report import Report
 
@@ -51,6 +54,7 @@ class Deps:
     verify_options: VerifyOptions = field(default_factory=VerifyOptions)
     progress: ProgressFn | None = None
     home: Path | None = None
+    price: Price | None = None           # what calls cost; None: the provider's own reckoning, no dollar check
 
 
 @dataclass
@@ -60,6 +64,13 @@ class RunContext:
     deps: Deps
     config: OptimizeConfig
     workdir: Path
+    ledger: Ledger | None = None         # spending, checked before each call
+    replies: ReplyLog | None = None      # every paid reply of the run
+    path_labels: dict[str, str] = field(default_factory=dict)  # local folders never shown to the model
+
+    @property
+    def call_max_tokens(self) -> int:
+        return self.config.call_max_tokens
 
     def emit(self, event: str, **data: Any) -> None:
         """Send one progress event (a dict with an `event` key) to the progress callback, if any."""

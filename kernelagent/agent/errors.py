@@ -1,4 +1,8 @@
-"""Typed errors of the agent: provider failures, missing configuration, runs that cannot resume."""
+"""Typed errors of the agent: provider failures, missing configuration, runs that cannot resume.
+
+`SetupError` and its subclasses are the user's to fix (the CLI exits 2 with one line); `RunFailed`
+means the run stopped on an error and can be resumed (exit 3); `RunInterrupted` is Ctrl-C (exit 130).
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,38 @@ class ProviderAuthError(ProviderError):
     """The provider refused the credentials (401/403)."""
 
 
-class ProviderNotConfigured(AgentError):
+class ReplyBroken(ProviderError):
+    """A reply broke off after the request was accepted: dropped, stalled, empty or not what the API sends.
+
+    Retried by re-sending the request; the text that had arrived is kept by the caller (it was paid for).
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message, retryable=True)
+
+
+class ProviderCancelled(ProviderError):
+    """The caller cancelled the call (Ctrl-C); what had arrived is kept by the caller."""
+
+
+class SetupError(AgentError):
+    """Something the user must fix before any paid call: a price, a model name, a missing extra."""
+
+
+class ProviderNotConfigured(SetupError):
     """No usable provider: the message says exactly which variables and flags to set."""
+
+
+class UnknownPrice(SetupError):
+    """The model has no known price, so a dollar budget could not be kept; --price-in/--price-out fix it."""
+
+
+class ModelUnavailable(SetupError):
+    """The provider does not offer the requested model; the message names those it does offer."""
+
+
+class MissingExtra(SetupError):
+    """The requested backend needs a package that is not installed (e.g. `cute` without nvidia-cutlass-dsl)."""
 
 
 class ReplayError(ProviderError):

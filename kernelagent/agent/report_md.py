@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelagent.agent.scoring import metric, speed_measured
+from kernelagent.agent.text import plain
 
 MESSAGE_CHARS = 90
 
@@ -14,7 +15,7 @@ def _num(x: float | None, fmt: str = "{:.3g}") -> str:
 
 
 def _cell(text: str) -> str:
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = " ".join(plain(str(text)).split()).replace("|", "\\|")
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
@@ -69,9 +70,9 @@ def _attempts(rows: list[dict[str, Any]]) -> list[str]:
 
 def _prepared(prepared: dict[str, Any]) -> list[str]:
     if prepared.get("text"):
-        return ["", "## Baseline and roofline", "", prepared["text"].strip()]
+        return ["", "## The problem on the machine that verified it", "", plain(prepared["text"]).strip()]
     lines = [f"- {g} {k}: {v}" for g in ("baseline", "roofline") for k, v in (prepared.get(g) or {}).items()]
-    return ["", "## Baseline and roofline", "", *lines] if lines else []
+    return ["", "## The problem on the machine that verified it", "", *lines] if lines else []
 
 
 def render_report(state: dict[str, Any], info: dict[str, Any]) -> str:
@@ -87,5 +88,5 @@ def render_report(state: dict[str, Any], info: dict[str, Any]) -> str:
     out += ["", "## Attempts", "", *_attempts(state.get("history", []))]
     if best and best["report"].get("feedback"):
         out += ["", "## Verifier report on the best kernel", "", "```text",
-                best["report"]["feedback"].strip(), "```"]
+                plain(best["report"]["feedback"]).strip(), "```"]
     return "\n".join(out) + "\n"

@@ -1,19 +1,15 @@
-"""`optimize`: start or resume one run of the loop, checkpointed in SQLite; also a small command line.
+"""`optimize`: start or resume one run of the loop, checkpointed in SQLite.
 
-    python -m kernelagent.agent.run op.py --provider anthropic --turns 4 --json
-    python -m kernelagent.agent.run op.py --resume RUN_ID --verify tests.fakes.verify:fake_verify
-
-The command line exists for subprocess tests and demos; the user-facing one is `kernelagent optimize`.
+The command line is `kernelagent optimize` (kernelagent/cli/optimize.py); this module is its engine.
+A run that stops on a provider failure is marked `failed` in memory with how to resume it; Ctrl-C marks
+it `interrupted`. Either way every reply already paid for stays in the run's `replies.jsonl`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import importlib
-import json
 import sqlite3
-import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from contextlib import closing
@@ -23,10 +19,14 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from kernelagent.agent.budget import Ledger, Limits
 from kernelagent.agent.config import OptimizeConfig, home_dir
 from kernelagent.agent.deps import Deps, RunContext
 from kernelagent.agent.errors import ProviderError, RunFailed, RunInterrupted, RunNotFound
 from kernelagent.agent.graph import build_graph
+from kernelagent.agent.preflight import price_of
+from kernelagent.agent.providers.prices import Price
+from kernelagent.agent.replies import ReplyLog
 from kernelagent.agent.scoring import speed_measured, speedup
 from kernelagent.agent.select import STOP_REASONS
 from kernelagent.problem import inspect_problem
@@ -62,6 +62,20 @@ def checkpoint_path(home: str | Path | None = None) -> Path:
     return home_dir(home) / CHECKPOINT_DB
 
 
+def run_folder(home: str | Path | None, run_id: str) -> Path:
+    """Where a run keeps its candidate files and replies: $KERNELAGENT_HOME/runs/<run id>."""
+    return home_dir(home) / "runs" / run_id
+
+
+def resume_hint(run_id: str) -> str:
+    return f"kernelagent optimize --resume {run_id}"
+
+
+def run_price(deps: Deps, config: OptimizeConfig) -> Price:
+    """What the run's calls cost: the price the caller settled on, else the user's or the table's."""
+    return deps.price if deps.price is not None else price_of(deps.provider, config)
+
+
 def _result(values: dict[str, Any]) -> OptimizeResult:
     best = values.get("best")
     if best:
@@ -90,7 +104,28 @@ def _start(problem_path: str, config: OptimizeConfig, deps: Deps) -> dict[str, A
 
 def _budget(config: OptimizeConfig) -> dict[str, Any]:
     return {"turns": config.turns, "usd": config.budget_usd, "tokens": config.budget_tokens,
-            "gpu_s": config.budget_gpu_s}
+            "gpu_s": config.budget_gpu_s, "max_output_tokens": config.max_output_tokens}
+
+
+def path_labels(workdir: Path, problem_path: str | None, home: Path) -> dict[str, str]:
+    """Local folders and what the model sees instead: the run folder and the problem's folder vanish."""
+    labels = {str(Path(tempfile.gettempdir())): "<tmp>", str(Path.home()): "~", str(home): "$KERNELAGENT_HOME",
+              str(workdir): ""}
+    if problem_path:
+        labels[str(Path(problem_path).resolve().parent)] = ""
+    return labels
+
+
+def make_context(deps: Deps, config: OptimizeConfig, run_id: str, problem_path: str | None) -> RunContext:
+    """The run's context: its folder, reply log, and a ledger that starts from what was already spent."""
+    workdir = run_folder(deps.home, run_id)
+    replies = ReplyLog(workdir, store=deps.store, run_id=run_id if deps.store is not None else None,
+                       provider=deps.provider.name)
+    tokens, usd = replies.totals()
+    limits = Limits(usd=config.budget_usd, tokens=config.budget_tokens, gpu_seconds=config.budget_gpu_s)
+    ledger = Ledger(limits, run_price(deps, config), spent_usd=usd, spent_tokens=sum(tokens.values()))
+    return RunContext(deps=deps, config=config, workdir=workdir, ledger=ledger, replies=replies,
+                      path_labels=path_labels(workdir, problem_path, home_dir(deps.home)))
 
 
 def optimize(problem_path: str | None, config: OptimizeConfig | None, deps: Deps, *,
@@ -99,8 +134,9 @@ def optimize(problem_path: str | None, config: OptimizeConfig | None, deps: Deps
     """Run the loop to the end (or resume run `resume`); write the kernel and its report.
 
     On resume `problem_path` and `config` may be None: the run's own are used. Raises ProblemError for a
-    bad problem file, RunNotFound for an unknown run id, RunFailed (with the run id) when the loop stops
-    on an error such as the provider failing for good.
+    bad problem file, UnknownPrice when no price is known for the model, RunNotFound for an unknown run
+    id, RunFailed (with the run id) when the loop stops on an error such as the provider failing for good,
+    RunInterrupted on Ctrl-C.
     """
     if progress is not None:
         deps = dataclasses.replace(deps, progress=progress)
@@ -109,103 +145,56 @@ def optimize(problem_path: str | None, config: OptimizeConfig | None, deps: Deps
     with closing(sqlite3.connect(str(path), check_same_thread=False)) as conn:
         graph = build_graph(SqliteSaver(conn))
         if resume:
-            first, run_id, config = None, resume, _resumed_config(graph, resume, config)
+            first, run_id = None, resume
+            config, problem_path = _resumed(graph, resume, config)
         else:
             config = config or OptimizeConfig()
+            run_price(deps, config)  # an unknown price is refused before the run is registered
             first = _start(str(problem_path), config, deps)
             run_id = first["run_id"]
         thread = {"configurable": {"thread_id": run_id}}
-        ctx = RunContext(deps=deps, config=config, workdir=home_dir(deps.home) / "runs" / run_id)
+        ctx = make_context(deps, config, run_id, problem_path)
         ctx.emit("start", run_id=run_id, resumed=bool(resume), provider=deps.provider.name,
                  model=deps.provider.model, turns=config.turns, candidates=config.candidates,
                  budget_usd=config.budget_usd)
         return _invoke(graph, first, thread, ctx, run_id)
 
 
-def _resumed_config(graph: Any, run_id: str, config: OptimizeConfig | None) -> OptimizeConfig:
+def _resumed(graph: Any, run_id: str, config: OptimizeConfig | None) -> tuple[OptimizeConfig, str | None]:
     snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
     if not snapshot.values:
         raise RunNotFound(f"no checkpoint for run {run_id!r}; `kernelagent history` lists runs")
-    return config or OptimizeConfig.from_dict(snapshot.values.get("config") or {})
+    values = snapshot.values
+    return config or OptimizeConfig.from_dict(values.get("config") or {}), values.get("problem_path")
 
 
 def _invoke(graph: Any, first: dict | None, thread: dict, ctx: RunContext, run_id: str) -> OptimizeResult:
     if first is None and not graph.get_state(thread).next:
         return _result(graph.get_state(thread).values)  # already finished
     if ctx.deps.store is not None and first is None:
-        ctx.deps.store.update_run(run_id, status="running")
+        ctx.deps.store.update_run(run_id, status="running", config=ctx.config.to_dict())
     try:
         limit = 3 * ctx.config.turns + 10  # three nodes a turn; older LangGraph stops at 25 steps
         values = graph.invoke(first, {**thread, "recursion_limit": limit}, context=ctx, durability="sync")
     except ProviderError as error:
-        _mark_interrupted(ctx, run_id)
-        raise RunFailed(f"run {run_id} stopped: {error}. Resume it with --resume {run_id}.",
-                        run_id=run_id) from error
+        message = (f"run {run_id} failed: {error}. Replies already paid for are kept; "
+                   f"resume with `{resume_hint(run_id)}`.")
+        _mark(ctx, run_id, "failed", str(error))
+        raise RunFailed(message, run_id=run_id) from error
     except KeyboardInterrupt as error:
-        _mark_interrupted(ctx, run_id)
-        raise RunInterrupted(f"run {run_id} interrupted. Resume it with --resume {run_id}.",
-                             run_id=run_id) from error
+        _mark(ctx, run_id, "interrupted", "interrupted (Ctrl-C)")
+        raise RunInterrupted(f"run {run_id} interrupted; what had arrived is kept. Resume it with "
+                             f"`{resume_hint(run_id)}`.", run_id=run_id) from error
     return _result(values)
 
 
-def _mark_interrupted(ctx: RunContext, run_id: str) -> None:
-    if ctx.deps.store is not None:
-        ctx.deps.store.update_run(run_id, status="interrupted")
-
-
-def load_callable(spec: str) -> Callable[..., Any]:
-    """`package.module:function` -> the function (for --verify and --prepare)."""
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kernelagent.agent.run", description=__doc__.splitlines()[0])
-    p.add_argument("problem", nargs="?")
-    for flag in ("--provider", "--model", "--base-url"):
-        p.add_argument(flag)
-    p.add_argument("--backend", default="triton", choices=["triton", "cute"])
-    p.add_argument("--out")
-    p.add_argument("--turns", type=int, default=OptimizeConfig.turns)
-    p.add_argument("--candidates", type=int, default=OptimizeConfig.candidates)
-    p.add_argument("--beam", type=int, default=OptimizeConfig.beam)
-    p.add_argument("--target-speedup", type=float)
-    p.add_argument("--budget-usd", type=float, default=OptimizeConfig.budget_usd)
-    p.add_argument("--verify-workers", type=int, default=OptimizeConfig.verify_workers)
-    p.add_argument("--resume")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--verify", default="kernelagent.verifier.api:verify", help="module:function")
-    p.add_argument("--prepare", help="module:function returning baseline/roofline for a problem path")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, run, print the JSON document (--json) or one summary line."""
-    from kernelagent.agent.providers import make_provider
-    from kernelagent.memory.store import open_store
-
-    a = _parser().parse_args(argv)
-    config = None if a.resume else OptimizeConfig(
-        backend=a.backend, out=a.out, turns=a.turns, candidates=a.candidates, beam=a.beam,
-        target_speedup=a.target_speedup, budget_usd=a.budget_usd, verify_workers=a.verify_workers)
-    store = open_store()
-    run = store.run(a.resume) if a.resume else None
-    provider = make_provider(a.provider or (run or {}).get("provider"), a.model or (run or {}).get("model"),
-                             a.base_url)
-    deps = Deps(provider=provider, verify_fn=load_callable(a.verify), store=store)
-    if a.prepare:
-        deps.prepare_fn = load_callable(a.prepare)
-    if a.json:
-        result = optimize(a.problem, config, deps, resume=a.resume)
-    else:
-        from kernelagent.agent.progress import LiveView
-
-        with LiveView() as view:
-            result = optimize(a.problem, config, deps, resume=a.resume, progress=view)
-    print(json.dumps(result.to_dict(), indent=2, default=str) if a.json
-          else f"{result.run_id}: {result.status} -> {result.out_path}")
-    return 0 if result.accepted else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _mark(ctx: RunContext, run_id: str, status: str, reason: str) -> None:
+    """Record why the run stopped, with spending so far and how to resume (in the run's config JSON)."""
+    ctx.emit("stopped", status=status, reason=reason)
+    if ctx.deps.store is None:
+        return
+    tokens, usd = ctx.replies.totals() if ctx.replies else ({}, 0.0)
+    ctx.deps.store.update_run(run_id, status=status, tokens_in=tokens.get("input", 0),
+                              tokens_out=tokens.get("output", 0), cost_usd=usd,
+                              config={**ctx.config.to_dict(), "stopped_because": reason,
+                                      "resume": resume_hint(run_id)})

@@ -1,53 +1,80 @@
-"""The `select` node: grow each candidate into a branch, keep the best B, decide whether to stop.
+"""The `select` node: grow each answered call into a branch, keep the best B, decide whether to stop.
 
-Ranking is `scoring.score` (timed passes by speedup, then untimed passes, then near misses), newer
-first on ties. A branch that failed `max_repairs` times in a row is dropped (a debugging trap); when
-nothing is left the beam restarts from the first prompt with a note on what kept failing.
+Every candidate's branch continues with its own reply and feedback, so the model always hears about
+what it last wrote. A branch also carries its anchor, the best verified file of its lineage: when a
+candidate does worse than its parent (a policy violation after a mismatch), the feedback shows both
+the new verdict and the older file to build on. Branches rank by their anchor (`scoring.score`), then
+by their own last candidate, newer first. A branch that failed `max_repairs` times in a row is dropped
+(a debugging trap); when nothing is left the beam restarts from the first prompt with a note.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from kernelagent.agent.calls import prompt_chars
 from kernelagent.agent.config import OptimizeConfig
 from kernelagent.agent.deps import RunContext
-from kernelagent.agent.feedback import candidate_feedback, restart_message
+from kernelagent.agent.feedback import FeedbackContext, candidate_feedback, restart_message
+from kernelagent.agent.prompts import system_blocks
 from kernelagent.agent.scoring import accepted, score, speed_measured, speedup
-from kernelagent.agent.state import AgentState, Branch, Candidate
+from kernelagent.agent.state import AgentState, Anchor, Branch, Candidate
 
 STOP_REASONS = {
     "target_reached": "the best kernel reached the target speedup",
     "accepted_unmeasured": "a kernel was accepted; its speed was not measured (no GPU), so the run stopped",
     "stagnated": "no faster kernel for `patience` turns",
     "turns_exhausted": "the turn limit was reached",
-    "budget_exhausted": "the next turn would pass the dollar, token or GPU-time budget",
+    "budget_exhausted": "the next call's worst case would pass the dollar or token budget, "
+                        "or the GPU-second budget is spent",
     "verifier_error": "the verifier itself failed on every candidate of a turn",
 }
 
 
-def grow(cand: Candidate, parent: Branch | None, *, turns: int, best: dict | None,
-         target: float | None) -> Branch:
+def anchor_of(cand: Candidate) -> Anchor | None:
+    """The candidate as an anchor, when it was verified."""
+    report = cand.get("report")
+    if report is None:
+        return None
+    return Anchor(key=cand["key"], turn=cand["turn"], attempt_id=cand.get("attempt_id"),
+                  score=list(score(report)), verdict=report.get("verdict", "rejected"),
+                  category=report.get("category", "?"), speedup=speedup(report), source=cand.get("source") or "")
+
+
+def next_anchor(previous: Anchor | None, cand: Candidate) -> Anchor | None:
+    """The newer file when it scores at least as well as the branch's anchor, else the anchor."""
+    own = anchor_of(cand)
+    if own is None:
+        return previous
+    if previous is None or tuple(own["score"]) >= tuple(previous["score"]):
+        return own
+    return previous
+
+
+def grow(cand: Candidate, parent: Branch | None, fc: FeedbackContext) -> Branch:
     """The branch that continues from `cand`: its conversation plus the reply and its feedback."""
     report = cand.get("report")
+    anchor = next_anchor(parent.get("anchor") if parent else None, cand)
     messages = cand["messages"] + [
         {"role": "assistant", "content": cand.get("reply") or ""},
-        {"role": "user", "content": candidate_feedback(cand, turns=turns, best=best, target=target)}]
-    repairs = 0 if accepted(report) else (parent["repairs"] if parent else 0) + 1
-    return Branch(key=cand["key"], messages=messages,
-                  attempt_id=cand.get("attempt_id") or cand.get("parent_id"),
-                  turn=cand["turn"], score=list(score(report)), repairs=repairs,
+        {"role": "user", "content": candidate_feedback(cand, anchor, fc)}]
+    repairs = 0 if accepted(report) else (parent.get("repairs", 0) if parent else 0) + 1
+    return Branch(key=cand["key"], messages=messages, attempt_id=anchor.get("attempt_id") if anchor else None,
+                  anchor=anchor, turn=cand["turn"], score=list(anchor["score"]) if anchor else [0, 0.0],
+                  own=list(score(report)), repairs=repairs,
                   label=(report or {}).get("category") or cand.get("error") or "none")
 
 
 def choose(pool: list[Branch], width: int, max_repairs: int) -> list[Branch]:
-    """The best `width` live branches (one per attempt), newer first among equals."""
+    """The best `width` live branches (one per anchor), ranked by anchor, own result, then recency."""
     seen, unique = set(), []
-    for b in sorted(pool, key=lambda b: (tuple(b["score"]), b["turn"]), reverse=True):
-        ident = b["attempt_id"] or b["key"]
-        if ident not in seen and b["repairs"] < max_repairs:
+    ranked = sorted(pool, key=lambda b: (tuple(b["score"]), tuple(b.get("own") or b["score"]), b["turn"]),
+                    reverse=True)
+    for b in ranked:
+        ident = b.get("attempt_id") or b["key"]
+        if ident not in seen and b.get("repairs", 0) < max_repairs:
             seen.add(ident)
             unique.append(b)
     return unique[:width]
@@ -68,7 +95,7 @@ def best_of(cands: list[Candidate], best: dict[str, Any] | None) -> dict[str, An
 
 
 def stop_reason(state: AgentState, cfg: OptimizeConfig, best: dict | None, stale: int,
-                cands: list[Candidate]) -> str | None:
+                cands: list[Candidate], budget_left: bool = True) -> str | None:
     """Why the loop should stop after this turn, or None to go on."""
     if best and not speed_measured(best["report"]):
         return "accepted_unmeasured"
@@ -79,30 +106,38 @@ def stop_reason(state: AgentState, cfg: OptimizeConfig, best: dict | None, stale
         return "verifier_error"
     if state["turn"] >= cfg.turns:
         return "turns_exhausted"
-    if _over_budget(state, cfg, cands):
+    if not budget_left or any(c.get("error") == "budget" for c in cands):
         return "budget_exhausted"
     if best and stale >= cfg.patience:
         return "stagnated"
     return None
 
 
-def _over_budget(state: AgentState, cfg: OptimizeConfig, cands: list[Candidate]) -> bool:
-    """True when the next turn, costing about what this one did, would pass a budget."""
-    turn_cost = sum(c["cost_usd"] for c in cands)
-    turn_tokens = sum(c["tokens"]["input"] + c["tokens"]["output"] for c in cands)
-    used_tokens = state["tokens"]["input"] + state["tokens"]["output"]
-    checks = [(cfg.budget_usd, state["cost_usd"], turn_cost),
-              (cfg.budget_tokens, used_tokens, turn_tokens),
-              (cfg.budget_gpu_s, state["verify_seconds"], 0.0)]
-    return any(limit is not None and (used >= limit or used + per_turn > limit)
-               for limit, used, per_turn in checks)
+def room_for_next(ctx: RunContext, state: AgentState, beam: list[Branch]) -> bool:
+    """True when the smallest next call still fits the budgets (its worst case, before spending)."""
+    gpu = ctx.config.budget_gpu_s
+    if gpu is not None and state.get("verify_seconds", 0.0) >= gpu:
+        return False
+    if ctx.ledger is None:
+        return True
+    system = system_blocks(state["backend"])
+    smallest = min((prompt_chars(system, b["messages"]) for b in beam), default=0)
+    return ctx.ledger.fits(smallest, ctx.call_max_tokens)
 
 
 def _restart(state: AgentState, pool: list[Branch]) -> Branch:
-    counts = Counter(b["label"] for b in pool if b["attempt_id"])
-    summary = ", ".join(f"{n}x {cat}" for cat, n in counts.most_common(3)) or "no candidate"
-    return Branch(key=f"restart{state['turn']}", messages=restart_message(state["root"], summary),
-                  attempt_id=None, turn=state["turn"], score=[0, 0.0], repairs=0, label="restart")
+    worst = sorted(pool, key=lambda b: b.get("repairs", 0), reverse=True)[:3]
+    summary = "; ".join(f"{b['key']}: {b.get('repairs', 0)} failed in a row, last {b['label']}" for b in worst)
+    summary = summary or "no candidate"
+    return Branch(key=f"restart{state['turn']}", messages=restart_message(state["root"], summary, state["turn"]),
+                  attempt_id=None, anchor=None, turn=state["turn"], score=[0, 0.0], own=[0, 0.0], repairs=0,
+                  label="restart")
+
+
+def feedback_context(ctx: RunContext, best: dict | None) -> FeedbackContext:
+    cfg = ctx.config
+    return FeedbackContext(turns=cfg.turns, best=best, target=cfg.target_speedup, max_tokens=cfg.max_output_tokens,
+                           labels=ctx.path_labels)
 
 
 def select(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -110,24 +145,20 @@ def select(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, cfg = runtime.context, runtime.context.config
     cands = state["candidates"]
     best = best_of(cands, state.get("best"))
-    improved = best is not state.get("best")
-    stale = 0 if improved else state["stale_turns"] + 1
+    stale = 0 if best is not state.get("best") else state["stale_turns"] + 1
     parents = {b["key"]: b for b in state["beam"]}
-    children = [grow(c, parents.get(c["branch"]), turns=cfg.turns, best=best, target=cfg.target_speedup)
-                for c in cands if (c.get("reply") or "").strip()]
-    kept = [dict(b, repairs=b["repairs"] + (0 if accepted_branch(b) else 1)) for b in state["beam"]]
-    beam = choose(kept + children, max(1, min(cfg.beam, cfg.candidates)), cfg.max_repairs) \
-        or [_restart(state, kept + children)]
-    stop = stop_reason(state, cfg, best, stale, cands)
+    fc = feedback_context(ctx, best)
+    answered = [c for c in cands if (c.get("reply") or "").strip()]
+    children = [grow(c, parents.get(c["branch"]), fc) for c in answered]
+    unanswered = [b for b in state["beam"] if b["key"] not in {c["branch"] for c in answered}]
+    pool = children + unanswered
+    beam = choose(pool, max(1, min(cfg.beam, cfg.candidates)), cfg.max_repairs) or [_restart(state, pool)]
+    stop = stop_reason(state, cfg, best, stale, cands, room_for_next(ctx, state, beam))
     _save_progress(ctx, state, best)
     ctx.emit("selected", turn=state["turn"], best_speedup=speedup(best["report"]) if best else None,
              accepted=best is not None, tokens=state["tokens"], cost_usd=state["cost_usd"], stop=stop,
              beam=[b["key"] for b in beam])
     return {"beam": beam, "best": best, "stale_turns": stale, "stop": stop, "candidates": []}
-
-
-def accepted_branch(b: Branch) -> bool:
-    return b["score"][0] >= 2
 
 
 def _save_progress(ctx: RunContext, state: AgentState, best: dict | None) -> None:

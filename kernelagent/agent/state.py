@@ -10,14 +10,29 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 
-class Branch(TypedDict):
-    key: str                       # "root", or the key of the candidate it grew from ("t2c1")
-    messages: list[dict[str, str]]  # the whole conversation so far, ending with a user message
-    attempt_id: str | None         # the attempt this branch continues (parent of its next candidates)
+class Anchor(TypedDict, total=False):
+    """The best verified candidate of a branch's lineage: the file its next candidates build on."""
+
+    key: str
     turn: int
-    score: list[float]             # scoring.score() of that attempt, as a list (JSON)
+    attempt_id: str | None
+    score: list[float]
+    verdict: str
+    category: str
+    speedup: float | None
+    source: str
+
+
+class Branch(TypedDict, total=False):
+    key: str                       # "root", or the key of the candidate it grew from ("t2c1")
+    messages: list[dict[str, str]]  # the whole conversation so far, ending with the feedback on `key`
+    attempt_id: str | None         # the anchor's attempt (parent of this branch's next candidates)
+    anchor: Anchor | None          # the file to build on; may be older than `key` when `key` did worse
+    turn: int
+    score: list[float]             # the anchor's scoring.score(), as a list (JSON); ranks branches
+    own: list[float]               # scoring.score() of `key` itself (breaks ties between branches)
     repairs: int                   # failed candidates in a row on this branch
-    label: str                     # category of that attempt ("ok", "compile_error", "no_candidate", ...)
+    label: str                     # category of `key` ("ok", "compile_error", "no_candidate", ...)
 
 
 class Candidate(TypedDict, total=False):
@@ -35,8 +50,13 @@ class Candidate(TypedDict, total=False):
     path: str | None
     report: dict[str, Any] | None
     attempt_id: str | None
-    reused_from: int | None        # turn of an identical earlier attempt whose verdict was reused
-    error: str | None              # why there is no report: "no_candidate" | "provider_error: ..."
+    reused_from: str | None        # key of an identical earlier candidate whose verdict was reused
+    error: str | None              # why there is no report: "no_candidate" | "provider_error: ..." | "budget"
+    hit_limit: bool                # the reply reached max_tokens (reported even when a file was found)
+    blocks: int                    # complete python blocks defining ModelNew in the reply
+    chosen: int                    # which of them was verified (1-based)
+    marked: bool                   # chosen because it was marked final
+    stop_reason: str | None        # the provider's stop reason
 
 
 class AgentState(TypedDict, total=False):

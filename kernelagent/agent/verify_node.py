@@ -3,20 +3,26 @@
 Candidates run through `verify_fn` from a thread pool (the verifier runs each in its own process and
 serialises GPU timing itself). A source already recorded for this run (same sha256) is not verified
 again: its stored report is reused, which is also what makes a resumed run skip finished work.
+The options carry the run's backend (a candidate in the other language is rejected by the verifier)
+and, under a GPU-second budget, a timeout no longer than what is left of it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from kernelagent.agent.budget import Limits, gpu_seconds_left
 from kernelagent.agent.deps import RunContext
 from kernelagent.agent.scoring import metric
 from kernelagent.agent.state import AgentState, Candidate
+from kernelagent.agent.text import strip_ansi
 from kernelagent.problem import sha256_text
+from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.report import Report, rejected
 
 
@@ -30,11 +36,23 @@ def _report_of(row: dict[str, Any]) -> dict[str, Any]:
                   metrics=row.get("metrics") or {}).to_dict()
 
 
-def _call_verify(ctx: RunContext, problem_path: str, path: str) -> tuple[dict[str, Any], float]:
+def options_for(ctx: RunContext, backend: str, used: float, parallel: int) -> VerifyOptions | None:
+    """The verifier's options for this turn, or None when the GPU-second budget is spent."""
+    left = gpu_seconds_left(Limits(gpu_seconds=ctx.config.budget_gpu_s), used)
+    base = dataclasses.replace(ctx.deps.verify_options, backend=backend)
+    if left is None:
+        return base
+    if left <= 0:
+        return None
+    return dataclasses.replace(base, timeout=min(base.timeout, left / max(1, parallel)))
+
+
+def _call_verify(ctx: RunContext, problem_path: str, path: str,
+                 options: VerifyOptions) -> tuple[dict[str, Any], float]:
     """Run verify_fn; its own failure becomes an internal_error report that blames the verifier."""
     start = time.monotonic()
     try:
-        report = ctx.deps.verify_fn(problem_path, path, ctx.deps.verify_options)
+        report = ctx.deps.verify_fn(problem_path, path, options)
     except Exception as error:  # noqa: BLE001 - any verifier bug is reported as such, never as the candidate's
         report = rejected("internal_error", f"the verifier raised {type(error).__name__}: {error}",
                           blame="verifier")
@@ -78,7 +96,8 @@ def verify(state: AgentState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         if row is None:
             todo.append(members)
             continue
-        earlier = row.get("turn") if (row.get("turn") or 0) < state["turn"] else None
+        earlier = (f"t{row.get('turn')}c{row.get('candidate_index') or 0}"
+                   if (row.get("turn") or 0) < state["turn"] else None)
         for c in members:
             c.update(report=_report_of(row), attempt_id=row["id"], reused_from=earlier)
             _emit_verified(ctx, c, reused=True)
@@ -91,12 +110,20 @@ def _verify_new(ctx: RunContext, state: AgentState, todo: list[list[Candidate]])
     """Verify one candidate per group in parallel, recording each as soon as its report is back."""
     if not todo:
         return 0.0
+    workers = max(1, min(len(todo), ctx.config.verify_workers))
+    options = options_for(ctx, state["backend"], state["verify_seconds"], workers)
+    if options is None:
+        for members in todo:
+            for c in members:
+                c["error"] = "budget"
+        return 0.0
+    ctx.emit("stage", stage=f"turn {state['turn']}: verifying {len(todo)} candidate(s)")
     total = 0.0
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), ctx.config.verify_workers))) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {}
         for members in todo:
             members[0]["path"] = _write(ctx, members[0])
-            futures[pool.submit(_call_verify, ctx, state["problem_path"], members[0]["path"])] = members
+            futures[pool.submit(_call_verify, ctx, state["problem_path"], members[0]["path"], options)] = members
         for future in as_completed(futures):
             members = futures[future]
             report, seconds = future.result()
@@ -120,9 +147,10 @@ def history_row(c: Candidate) -> dict[str, Any]:
     """One line of the run's history (the markdown report's table), for every proposal."""
     r = c.get("report") or {}
     return {"turn": c["turn"], "index": c["index"], "key": c["key"], "branch": c["branch"],
+            "hit_limit": bool(c.get("hit_limit")), "blocks": c.get("blocks") or 0,
             "attempt_id": c.get("attempt_id"), "parent_id": c.get("parent_id"),
             "verdict": r.get("verdict") or "none", "category": r.get("category") or c.get("error") or "",
-            "message": r.get("message", "") if r else (c.get("error") or ""),
+            "message": strip_ansi(r.get("message", "") if r else (c.get("error") or "")),
             "candidate_ms": metric(r, "candidate_ms"), "eager_ms": metric(r, "eager_ms"),
             "compile_ms": metric(r, "compile_ms"), "speedup_eager": metric(r, "speedup_eager"),
             "speedup_compile": metric(r, "speedup_compile"), "roofline_pct": metric(r, "roofline_pct"),

@@ -31,3 +31,18 @@ def test_replayed_session_compile_error_then_mismatch_then_accepted(tmp_path):
     first = ka("history", "show", hist[0]["id"][:8], "--json", home=tmp_path)
     assert first.returncode == 0 and json.loads(first.stdout)["source"]
     assert Path(doc["report_path"]).exists()
+
+
+def test_json_lines_streams_one_event_per_line_and_ends_finished(tmp_path):
+    """`optimize --json-lines`: every stdout line is a JSON event (format v1); the last is `finished`."""
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"text": _reply("good.py"), "input_tokens": 1000, "output_tokens": 400}) + "\n")
+    res = ka("optimize", str(SOFTMAX_PROBLEM), "--provider", "replay", "--script", str(script), "--turns", "1",
+             "--candidates", "1", "--beam", "1", "--out", str(tmp_path / "k.py"), "--json-lines", "--device", "cpu",
+             home=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert all(e["v"] == 1 and "time" in e for e in events)
+    names = [e["event"] for e in events]
+    assert names[0] == "start" and "verified" in names and names[-1] == "finished"
+    assert events[-1]["accepted"] is True

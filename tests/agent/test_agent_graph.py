@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from kernelagent.agent import Deps, OptimizeConfig, RunInterrupted, optimize
 from kernelagent.agent.providers.replay import ReplayProvider
+from kernelagent.agent.replies import ReplyLog
 from kernelagent.memory import open_store
 from tests.fakes.agent_kit import kernel, reply
 from tests.fakes.verify import COMPILER_ERROR, MISMATCH, fake_verify
@@ -20,9 +23,9 @@ class Recorder(ReplayProvider):
         super().__init__([{"text": t, "input_tokens": 10, "output_tokens": 5} for t in texts])
         self.prompts: list[list[dict]] = []
 
-    def complete(self, system, messages, *, max_tokens):
+    def complete(self, system, messages, *, max_tokens, hooks=None):
         self.prompts.append(messages)
-        return super().complete(system, messages, max_tokens=max_tokens)
+        return super().complete(system, messages, max_tokens=max_tokens, hooks=hooks)
 
 
 def _run(problem: Path, home: Path, texts: list[str], **cfg):
@@ -59,7 +62,7 @@ def test_a_branch_that_keeps_failing_restarts_from_the_first_prompt(problem, hom
     result, provider, _ = _run(problem, home, texts, turns=3, max_repairs=2)
     restart = provider.prompts[2]
     assert len(restart) == 1 and "Start again from the reference" in restart[0]["content"]
-    assert "2x compile_error" in restart[0]["content"]
+    assert "t2c0: 2 failed in a row, last compile_error" in restart[0]["content"]
     assert provider.prompts[0][0]["content"] in restart[0]["content"]
     assert result.status == "turns_exhausted" and result.best is None and result.out_path is None
     assert "no candidate was accepted" in Path(result.report_path).read_text()
@@ -78,7 +81,7 @@ def test_an_identical_source_is_not_verified_twice(problem, home):
     texts = [reply(same), reply(same, "Again."), reply(kernel("ok speedup=3"))]
     result, provider, verified = _run(problem, home, texts, target_speedup=2)
     assert verified.count(same) == 1 and len(verified) == 2
-    assert "identical to your candidate of turn 1" in provider.prompts[2][-1]["content"]
+    assert "identical to t1c0" in provider.prompts[2][-1]["content"]
     store = open_store(home)
     assert len(store.attempts_for_run(result.run_id)) == 2
 
@@ -115,11 +118,16 @@ def test_runs_without_a_store(problem, home):
 
 def test_ctrl_c_marks_the_run_interrupted_and_it_resumes(problem, home):
     class Interrupting(Recorder):
-        def complete(self, system, messages, *, max_tokens):
+        """Sends the process a real SIGINT during its second call, then never answers it."""
+
+        def complete(self, system, messages, *, max_tokens, hooks=None):
             if len(self.prompts) == 1 and not getattr(self, "interrupted", False):
                 self.interrupted = True
-                raise KeyboardInterrupt
-            return super().complete(system, messages, max_tokens=max_tokens)
+                hooks.streamed("half a plan")
+                os.kill(os.getpid(), signal.SIGINT)
+                hooks.cancelled.wait(30)
+                hooks.check()
+            return super().complete(system, messages, max_tokens=max_tokens, hooks=hooks)
 
     provider = Interrupting([reply(kernel("mismatch")), reply(kernel("ok speedup=2"))])
     store = open_store(home)
@@ -128,5 +136,34 @@ def test_ctrl_c_marks_the_run_interrupted_and_it_resumes(problem, home):
         optimize(str(problem), OptimizeConfig(turns=3, candidates=1, target_speedup=1.5), deps)
     run_id = caught.value.run_id
     assert store.run(run_id)["status"] == "interrupted" and len(store.attempts_for_run(run_id)) == 1
+    kept = ReplyLog(home / "runs" / run_id).records()
+    assert [r["status"] for r in kept] == ["complete", "cancelled"] and kept[1]["partials"] == ["half a plan"]
     result = optimize(None, None, deps, resume=run_id)
     assert result.status == "target_reached" and len(store.attempts_for_run(run_id)) == 2
+
+
+def test_a_resumed_turn_reuses_the_replies_already_paid_for(problem, home):
+    """Turn 1 asks twice; Ctrl-C lands during the second call. On resume only that call is made again."""
+
+    class HalfTurn(Recorder):
+        def complete(self, system, messages, *, max_tokens, hooks=None):
+            if len(self.prompts) == 1 and not getattr(self, "interrupted", False):
+                self.interrupted = messages
+                os.kill(os.getpid(), signal.SIGINT)
+                hooks.cancelled.wait(30)
+                hooks.check()
+            return super().complete(system, messages, max_tokens=max_tokens, hooks=hooks)
+
+    provider = HalfTurn([reply(kernel("mismatch", "first")), reply(kernel("ok speedup=2", "second"))])
+    store = open_store(home)
+    deps = Deps(provider=provider, verify_fn=fake_verify, store=store, home=home)
+    config = OptimizeConfig(turns=1, candidates=2, beam=1, target_speedup=1.5)
+    with pytest.raises(RunInterrupted) as caught:
+        optimize(str(problem), config, deps)
+    result = optimize(None, None, deps, resume=caught.value.run_id)
+    assert len(provider.prompts) == 2 and provider.prompts[1] == provider.interrupted  # only the cancelled call
+    assert provider.prompts[0] != provider.prompts[1]  # two answers to one message are asked differently
+    assert sorted(a["category"] for a in store.attempts_for_run(result.run_id)) == ["mismatch", "ok"]
+    records = ReplyLog(home / "runs" / result.run_id).records()
+    assert [r["status"] for r in records] == ["complete", "cancelled", "complete"]
+    assert result.tokens["input"] == 20 and result.cost_usd == 0.0

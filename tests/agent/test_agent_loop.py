@@ -8,7 +8,7 @@ import pytest
 
 from kernelagent.agent import Deps, OptimizeConfig, optimize
 from kernelagent.agent.errors import RunFailed
-from kernelagent.agent.providers.prices import cost_usd
+from kernelagent.agent.providers.prices import Price, cost_usd
 from kernelagent.memory import open_store
 from tests.fakes.agent_kit import LLMS, kernel, reply
 from tests.fakes.verify import COMPILER_ERROR, MISMATCH, fake_verify
@@ -54,15 +54,19 @@ def test_three_turns_feedback_reaches_the_model(llm, problem, home, monkeypatch)
     assert {"start", "turn", "proposed", "verified", "selected", "done"} <= {e["event"] for e in events}
 
 
-def test_budget_stops_the_run(llm, problem, home, monkeypatch):
-    per_call = cost_usd(llm.model, input_tokens=100, output_tokens=50)
-    script = [reply(kernel("mismatch", f"try {i}")) for i in range(5)]
+def test_budget_is_kept_before_spending(llm, problem, home, monkeypatch):
+    """Output at $1000 per Mtok, input free: each call's worst case is exactly 100 tokens = $0.10, and costs
+    $0.05 (50 tokens). With $0.25, calls 1-4 fit (the 4th exactly: 0.15 spent + 0.10); the 5th would not."""
+    script = [reply(kernel("mismatch", f"try {i}")) for i in range(6)]
     with llm.server_cls(script) as server:
-        result, store, _ = run(problem, llm.provider(server.url, monkeypatch), home,
-                               budget_usd=2.5 * per_call)
-    assert result.status == "budget_exhausted"
-    assert result.turns == 2 and len(server.requests) == 2  # a third turn would pass the budget
-    assert result.cost_usd <= 2.5 * per_call and result.out_path is None
+        provider = llm.provider(server.url, monkeypatch)
+        store = open_store(home)
+        deps = Deps(provider=provider, verify_fn=fake_verify, store=store, home=home,
+                    price=Price(0.0, 1000.0, 0.0, 0.0))
+        config = OptimizeConfig(turns=6, candidates=1, beam=1, budget_usd=0.25, max_output_tokens=100, max_repairs=9)
+        result = optimize(str(problem), config, deps)
+    assert result.status == "budget_exhausted" and len(server.requests) == 4 and result.turns == 4
+    assert result.cost_usd == pytest.approx(0.20) and result.cost_usd <= 0.25
     assert store.run(result.run_id)["status"] == "budget_exhausted"
 
 
@@ -87,11 +91,21 @@ def test_provider_failure_is_resumable(problem, home, monkeypatch):
         run_id = caught.value.run_id
         assert f"--resume {run_id}" in str(caught.value) and len(server.requests) == 4
         store = open_store(home)
-        assert store.run(run_id)["status"] == "interrupted" and store.attempts_for_run(run_id) == []
-        server._replies.extend([reply(kernel("mismatch")), reply(kernel("ok speedup=2"))])
+        row = store.run(run_id)
+        assert row["status"] == "failed" and store.attempts_for_run(run_id) == []
+        assert row["config"]["resume"] == f"kernelagent optimize --resume {run_id}"
+        server.extend([reply(kernel("mismatch")), reply(kernel("ok speedup=2"))])
         deps = Deps(provider=provider, verify_fn=fake_verify, store=store, home=home)
         result = optimize(None, None, deps, resume=run_id)  # settings come from the checkpoint
     assert result.run_id == run_id and result.status == "target_reached" and result.turns == 2
     assert [a["category"] for a in store.attempts_for_run(run_id)] == ["mismatch", "ok"]
     again = optimize(None, None, deps, resume=run_id)  # a finished run just reports itself
     assert again.status == "target_reached" and again.best["attempt_id"] == result.best["attempt_id"]
+
+
+def test_a_spent_gpu_budget_verifies_nothing_more(problem, home, monkeypatch):
+    llm = LLMS[0]
+    with llm.server_cls([reply(kernel("ok speedup=2"))]) as server:
+        result, store, _ = run(problem, llm.provider(server.url, monkeypatch), home, budget_gpu_s=0.0)
+    assert result.status == "budget_exhausted" and len(server.requests) == 1 and result.turns == 1
+    assert store.attempts_for_run(result.run_id) == [] and result.history[0]["category"] == "budget"

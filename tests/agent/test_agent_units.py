@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from kernelagent.agent.config import OptimizeConfig
-from kernelagent.agent.feedback import candidate_feedback, trim_history
+from kernelagent.agent.feedback import FeedbackContext, candidate_feedback, trim_history
 from kernelagent.agent.progress import LiveView, ProgressState, render
 from kernelagent.agent.select import choose, stop_reason
 from kernelagent.agent.state import Branch
@@ -52,9 +52,8 @@ def test_stop_rules():
     assert stop_reason(_state(turn=5), cfg, slow, 0, []) == "turns_exhausted"
     assert stop_reason(_state(), cfg, slow, 2, []) == "stagnated"
     assert stop_reason(_state(), cfg, None, 9, []) is None  # no stagnation before a first pass
-    assert stop_reason(_state(cost=0.6), cfg, None, 0, [_cand(cost=0.6)]) == "budget_exhausted"
-    assert stop_reason(_state(cost=0.4), cfg, None, 0, [_cand(cost=0.4)]) is None
-    assert stop_reason(_state(tokens=600), cfg, None, 0, [_cand(tokens=600)]) == "budget_exhausted"
+    assert stop_reason(_state(), cfg, None, 0, [_cand()], budget_left=False) == "budget_exhausted"
+    assert stop_reason(_state(), cfg, None, 0, [{**_cand(), "error": "budget"}]) == "budget_exhausted"
     broken = _cand(report=_report(category="internal_error"))
     assert stop_reason(_state(), cfg, None, 0, [broken, broken]) == "verifier_error"
 
@@ -75,21 +74,48 @@ def test_trim_history_keeps_the_first_message_and_the_last_pairs():
     assert msgs[2]["content"] == "Turn 1: verdict 1\n\ndetails 1"  # the input is not modified
 
 
-def test_feedback_texts_carry_the_verifier_report_and_the_standing():
-    base = {"turn": 2, "reply": "x", "reused_from": None}
-    rejected = candidate_feedback({**base, "report": _report()}, turns=5, best=None, target=None)
-    assert "mismatch: mismatch msg" in rejected and "FB" in rejected and "3 turn(s) left" in rejected
-    best = {"turn": 1, "report": _report("accepted", "ok", speedup=1.5)}
-    ok = candidate_feedback({**base, "report": _report("accepted", "ok", speedup=1.25)}, turns=5, best=best,
-                            target=2.0)
-    assert "1.25x faster" in ok and "1.50x over eager (turn 1)" in ok and "target is 2.00x" in ok
-    cut = candidate_feedback({**base, "report": None, "truncated": True}, turns=5, best=None, target=None)
-    assert "cut off" in cut
+def _fc(best=None, target=None):
+    return FeedbackContext(turns=5, best=best, target=target, max_tokens=900, labels={"/home/u/.ka/runs/r1": ""})
+
+
+def test_feedback_names_the_candidate_and_what_to_build_on():
+    base = {"key": "t2c1", "turn": 2, "reply": "x", "reused_from": None, "source": "S2"}
+    report = {**_report(), "feedback": "File \"/home/u/.ka/runs/r1/t02_c1.py\", line 3\n\x1b[91mboom\x1b[0m"}
+    rejected = candidate_feedback({**base, "report": report}, {"key": "t2c1", "turn": 2, "verdict": "rejected"},
+                                  _fc())
+    assert rejected.startswith("t2c1: the verifier rejected it — mismatch: mismatch msg")
+    assert 'File "t02_c1.py", line 3\nboom' in rejected and "\x1b" not in rejected and "/home/u" not in rejected
+    assert "Build on this file (t2c1)" in rejected and "3 turn(s) left" in rejected
+    older = {"key": "t1c0", "turn": 1, "verdict": "accepted", "speedup": 1.5, "source": "OLDER FILE"}
+    back = candidate_feedback({**base, "report": _report(category="policy_violation")}, older, _fc())
+    assert "policy_violation" in back and "Build on t1c0 (turn 1, accepted, 1.50x over eager)" in back
+    assert "did better than t2c1" in back and "OLDER FILE" in back
+    best = {"key": "t1c0", "turn": 1, "report": _report("accepted", "ok", speedup=1.5)}
+    ok = candidate_feedback({**base, "report": _report("accepted", "ok", speedup=1.25)},
+                            {"key": "t2c1", "turn": 2, "verdict": "accepted"}, _fc(best, 2.0))
+    assert "1.25x faster" in ok and "1.50x over eager (t1c0)" in ok and "target is 2.00x" in ok
+    assert "Make it faster" in ok
+
+
+def test_feedback_reports_truncation_blocks_and_duplicates_every_time():
+    base = {"key": "t3c0", "turn": 3, "reply": "x", "source": None}
+    cut = candidate_feedback({**base, "report": None, "truncated": True}, None, _fc())
+    assert "t3c0: your reply was cut off at the output limit (900 tokens)" in cut
+    found = {**base, "source": "S", "report": _report(), "hit_limit": True, "blocks": 2, "chosen": 2,
+             "reused_from": "t1c0"}
+    text = candidate_feedback(found, None, _fc())
+    assert "reached the output limit of 900 tokens" in text
+    assert "held 2 python blocks" in text and "block 2, the last one" in text
+    assert "identical to t1c0" in text and text.startswith("t3c0:")
 
 
 def _events():
     return [{"event": "start", "run_id": "r1", "model": "m", "turns": 5, "budget_usd": 2.0},
             {"event": "turn", "turn": 2, "turns": 5},
+            {"event": "stage", "stage": "turn 2: verifying 2 candidate(s)"},
+            {"event": "stream", "turn": 2, "index": 0, "chars": 60},
+            {"event": "stream", "turn": 2, "index": 1, "chars": 40},
+            {"event": "retry", "turn": 2, "index": 1, "reason": "HTTP 529", "wait": 2.0},
             {"event": "proposed", "turn": 2, "index": 0, "ok": True},
             {"event": "verified", "turn": 2, "index": 0, "verdict": "accepted", "category": "ok",
              "message": "fine", "speedup": 1.7, "candidate_ms": 0.59},
@@ -107,7 +133,7 @@ def test_progress_view_shows_turn_verdicts_best_tokens_and_cost():
     console.print(render(state))
     text = console.export_text()
     for needle in ("turn 2/5", "best 1.70x", "1200 in / 300 out", "$0.012 of $2.00", "compile_error", "0.59",
-                   "accepted", "boom"):
+                   "accepted", "boom", "verifying", "~25 tokens streamed", "retries 1", "HTTP 529", "0:0"):
         assert needle in text
 
 
@@ -117,7 +143,8 @@ def test_live_view_is_a_progress_callback():
     with LiveView(Console(file=out, width=160, force_terminal=False), on_event=seen.append) as view:
         for e in _events():
             view(e)
-    assert len(seen) == 6 and "best 1.70x" in out.getvalue()
+    assert len(seen) == len(_events()) and "best 1.70x" in out.getvalue()
+    assert out.getvalue().endswith("\n")  # the next line printed after the view starts on a line of its own
 
 
 def test_system_prompt_adds_the_backend_guide_when_installed(monkeypatch):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kernelagent.agent.config import DEFAULT_MODELS
+from kernelagent.agent.deps import Deps
 from kernelagent.agent.providers import make_provider
 from kernelagent.agent.providers.base import RetryPolicy
 from tests.fakes import anthropic_server, openai_server
@@ -20,7 +21,9 @@ ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "
             "ANTHROPIC_FEDERATION_RULE_ID", "ANTHROPIC_ORGANIZATION_ID",
             "OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELAGENT_PROVIDER", "KERNELAGENT_MODEL",
             "KERNELAGENT_BASE_URL", "KERNELAGENT_REPLAY_SCRIPT")
-FAST_RETRY = RetryPolicy(retries=3, base_delay=0.01, max_delay=0.05)
+# Fast numbers for the stand-in servers (which send retry-after-ms: 1): the same code paths, no sleeping.
+FAST_RETRY = RetryPolicy(attempts=4, stream_attempts=3, initial_wait=0.001, max_wait=0.01, stall_timeout=0.5,
+                         request_timeout=5.0, connect_timeout=2.0)
 
 PROBLEM = '''
 import torch
@@ -85,10 +88,17 @@ class LLM:
             return {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "dummy-key"}
         return {"OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": "dummy-key"}
 
-    def provider(self, url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    def provider(self, url: str, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy = FAST_RETRY) -> Any:
         for k, v in self.env(url).items():
             monkeypatch.setenv(k, v)
-        return make_provider(self.kind, self.model, stream=self.stream, retry=FAST_RETRY)
+        return make_provider(self.kind, self.model, stream=self.stream, retry=retry)
 
 
 LLMS = [LLM("anthropic", True), LLM("anthropic", False), LLM("openai", True), LLM("openai", False)]
+
+
+def fake_deps(provider: Any, options: Any, store: Any) -> tuple[Deps, Any]:
+    """Stand-in for `kernelagent.tools.optimize.agent_deps`: the fake verifier, no reference run."""
+    from tests.fakes.verify import fake_verify
+
+    return Deps(provider=provider, verify_fn=fake_verify, store=store, verify_options=options), lambda: None

@@ -4,6 +4,10 @@
     # FAKE: mismatch               rejected, a mismatch summary in the feedback
     # FAKE: ok speedup=1.7         accepted and timed on a (fake) GPU
     # FAKE: ok                     accepted on CPU: no timing
+    # FAKE: policy_violation       rejected, a policy finding
+    # FAKE: cute_error             rejected, a CuTe DSL error that arrives twice, the second copy coloured
+    # FAKE: traceback              rejected, a traceback naming the candidate file by its full path
+    # FAKE: ... lang=cute          written in CuTe DSL: rejected when options.backend asks for the other language
     # FAKE: ... sleep=30           sleeps once (while $FAKE_VERIFY_SLEEP_MARKER does not exist; it creates it)
 
 Each finished verification appends the candidate's sha256 to $FAKE_VERIFY_LOG when that is set.
@@ -22,6 +26,9 @@ from kernelagent.verifier.report import Report, Stage, rejected
 COMPILER_ERROR = ("triton.compiler.errors.CompilationError: at 14:12:\n"
                   "    acc += tl.dot(a, b)\n            ^\nAssertionError: First input shape (16, 8) and "
                   "second input shape (16, 16) are not compatible for matmul")
+POLICY = "line 9 [torch_compute]: torch.relu computes in the forward path; write the kernel in Triton"
+CUTE_ERROR = ("cutlass.base_dsl.common.DSLRuntimeError: NameError: name 'tile' is not defined\n"
+              "  at line 14 of your kernel: cute.copy(tile, dst)")
 MISMATCH = ("output 0 differs from the reference on input set 2 (shape (33, 1000), float32): max abs error "
             "0.25 at [7, 511], max rel error 0.5, 12.5% of elements outside atol=1e-05 rtol=1e-05")
 
@@ -53,13 +60,26 @@ def fake_verify(problem_path: str, candidate_path: str, options: VerifyOptions) 
     source = Path(candidate_path).read_text()
     d = directive(source)
     _maybe_sleep(d)
-    report = _judge(d)
+    report = _judge(d, str(Path(candidate_path).resolve()), options.backend if options else None)
     _log(source)
     return report
 
 
-def _judge(d: dict[str, str]) -> Report:
+def _judge(d: dict[str, str], path: str = "", backend: str | None = None) -> Report:
     stages = [Stage("load", "passed", 0.01)]
+    lang = d.get("lang", "triton")
+    if backend and lang != backend:
+        return rejected("policy_violation", f"the file is {lang}, but this run asks for {backend}", stages=stages,
+                        feedback=f"backend: the candidate uses {lang}; write it in {backend}")
+    if "policy_violation" in d:
+        return rejected("policy_violation", POLICY, stages=stages, feedback=POLICY)
+    if "cute_error" in d:
+        coloured = "\x1b[91m" + CUTE_ERROR.replace("\n", "\x1b[0m\n\x1b[91m") + "\x1b[0m"
+        return rejected("compile_error", "the CuTe DSL kernel failed to compile", stages=stages,
+                        feedback=CUTE_ERROR + "\n" + coloured)
+    if "traceback" in d:
+        tb = f'Traceback (most recent call last):\n  File "{path}", line 9, in forward\nRuntimeError: boom'
+        return rejected("runtime_error", f"forward raised RuntimeError ({path})", stages=stages, feedback=tb)
     if "compile_error" in d:
         return rejected("compile_error", "the Triton kernel failed to compile", stages=stages,
                         feedback=COMPILER_ERROR, environment={"device": "cuda"})

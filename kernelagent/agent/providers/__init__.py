@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 from kernelagent.agent.config import CONFIG_FILE, PROVIDERS, home_dir, resolve_provider
-from kernelagent.agent.errors import ProviderNotConfigured
-from kernelagent.agent.providers.base import Block, Completion, Provider, RetryPolicy
+from kernelagent.agent.errors import ProviderNotConfigured, SetupError
+from kernelagent.agent.providers.base import Block, CallHooks, Completion, Provider, RetryPolicy
+from kernelagent.agent.providers.prices import Price
 
-__all__ = ["Block", "Completion", "Provider", "RetryPolicy", "make_provider", "not_configured_message"]
+__all__ = ["Block", "CallHooks", "Completion", "Provider", "RetryPolicy", "make_provider", "not_configured_message"]
 
 
 def not_configured_message(reason: str, home: str | Path | None = None) -> str:
@@ -35,35 +36,40 @@ def not_configured_message(reason: str, home: str | Path | None = None) -> str:
 
 def make_provider(name: str | None = None, model: str | None = None, base_url: str | None = None, *,
                   api_key: str | None = None, script: str | None = None, stream: bool = True,
-                  retry: RetryPolicy | None = None, home: str | Path | None = None) -> Provider:
+                  retry: RetryPolicy | None = None, home: str | Path | None = None,
+                  thinking_budget: int | None = None, price: Price | None = None) -> Provider:
     """A ready provider from flags (None = not given), env and config file.
 
     Raises ProviderNotConfigured, whose message says how to configure one, when credentials or the
-    server address are missing.
+    server address are missing. `thinking_budget` (Anthropic only) turns on extended thinking.
     """
     s = resolve_provider(name, model, base_url, home=home)
     if s.name not in PROVIDERS:
         raise ProviderNotConfigured(not_configured_message(
             f"Unknown provider {s.name!r}; choose one of {', '.join(PROVIDERS)}.", home))
+    if thinking_budget and s.name != "anthropic":
+        raise SetupError(f"--thinking-budget applies to the anthropic provider only, not {s.name}")
     if s.name == "anthropic":
-        return _anthropic(s.model or "", s.base_url, api_key, stream, retry, home)
+        return _anthropic(s.model or "", s.base_url, api_key, stream, retry, home, thinking_budget, price)
     if s.name == "openai":
-        return _openai(s.model, s.base_url, api_key, stream, retry, home)
+        return _openai(s.model, s.base_url, api_key, stream, retry, home, price)
     return _replay(script or s.base_url, s.model or "replay", home)
 
 
 def _anthropic(model: str, base_url: str | None, api_key: str | None, stream: bool,
-               retry: RetryPolicy | None, home: str | Path | None) -> Provider:
+               retry: RetryPolicy | None, home: str | Path | None, thinking_budget: int | None,
+               price: Price | None) -> Provider:
     from kernelagent.agent.providers.anthropic import make_anthropic
 
-    provider = make_anthropic(model, base_url, api_key=api_key, stream=stream, retry=retry)
+    provider = make_anthropic(model, base_url, api_key=api_key, stream=stream, retry=retry,
+                              thinking_budget=thinking_budget, price=price)
     if isinstance(provider, str):
         raise ProviderNotConfigured(not_configured_message(provider, home))
     return provider
 
 
 def _openai(model: str | None, base_url: str | None, api_key: str | None, stream: bool,
-            retry: RetryPolicy | None, home: str | Path | None) -> Provider:
+            retry: RetryPolicy | None, home: str | Path | None, price: Price | None) -> Provider:
     from kernelagent.agent.providers.openai import OPENAI_URL, OpenAIProvider
 
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -74,7 +80,7 @@ def _openai(model: str | None, base_url: str | None, api_key: str | None, stream
     if base_url == OPENAI_URL and not model:
         raise ProviderNotConfigured(not_configured_message(
             "The openai provider needs a model for api.openai.com: pass --model or KERNELAGENT_MODEL.", home))
-    return OpenAIProvider(model, base_url, api_key=api_key, stream=stream, retry=retry)
+    return OpenAIProvider(model, base_url, api_key=api_key, stream=stream, retry=retry, price=price)
 
 
 def _replay(script: str | None, model: str, home: str | Path | None) -> Provider:

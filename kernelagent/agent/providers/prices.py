@@ -1,4 +1,7 @@
-"""Dollars per million tokens for the models we know, in one table; unknown models cost $0 (and say so).
+"""Dollars per million tokens for the models we know, in one table.
+
+A model outside the table has no price: `resolve_price` refuses it unless the user gives one
+(`--price-in/--price-out`, dollars per million tokens; 0 for a local server), so a budget always binds.
 
 A model name matches the longest key it starts with, so dated or suffixed names
 (claude-sonnet-4-5-20250929, claude-opus-5-5[1m]) resolve. List prices from the providers' pricing
@@ -8,6 +11,8 @@ pages (Anthropic: input, output, 5-minute cache write, cache hit); batch discoun
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from kernelagent.agent.errors import UnknownPrice
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,33 @@ def price_for(model: str) -> Price | None:
     return PRICES[max(keys, key=len)] if keys else None
 
 
+def resolve_price(model: str, price_in: float | None = None, price_out: float | None = None) -> Price:
+    """The price to bill `model` at: the user's (both flags given) over the table's; UnknownPrice otherwise."""
+    if (price_in is None) != (price_out is None):
+        raise UnknownPrice("give both --price-in and --price-out (dollars per million tokens), or neither")
+    if price_in is not None and price_out is not None:
+        if price_in < 0 or price_out < 0:
+            raise UnknownPrice("--price-in and --price-out must not be negative")
+        return Price(price_in, price_out, cache_write=price_in * 1.25, cache_read=price_in * 0.1)
+    known = price_for(model)
+    if known is None:
+        raise UnknownPrice(f"no price is known for model {model!r}, so the dollar budget could not be kept; "
+                           "pass --price-in and --price-out (dollars per million tokens; 0 0 for a local server)")
+    return known
+
+
+def worst_case_usd(price: Price, input_tokens: int, max_output_tokens: int) -> float:
+    """The most one call can cost: every input token at the dearer of input and cache-write, full output."""
+    rate_in = max(price.input, price.cache_write)
+    total = input_tokens * rate_in + max_output_tokens * price.output
+    factor = price.long_factor if price.long_prompt is not None and input_tokens > price.long_prompt else 1.0
+    return total * factor / 1e6
+
+
 def cost_usd(model: str, *, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0,
-             cache_write_tokens: int = 0) -> float:
-    """Dollars for one call; `input_tokens` is the uncached input."""
-    p = price_for(model) or FREE
+             cache_write_tokens: int = 0, price: Price | None = None) -> float:
+    """Dollars for one call at `price` (else the table's; $0 for a model outside it); input is uncached."""
+    p = price or price_for(model) or FREE
     total = (input_tokens * p.input + output_tokens * p.output + cache_read_tokens * p.cache_read
              + cache_write_tokens * p.cache_write)
     prompt = input_tokens + cache_read_tokens + cache_write_tokens
