@@ -1,4 +1,5 @@
-"""`kernelagent doctor`: what this machine has (GPU, versions, profilers, API keys) and its ceilings."""
+"""`kernelagent doctor`: what this machine has (GPU, versions, profilers, API keys), its ceilings, and where
+kernelagent keeps its database, config, reference cache and libraries."""
 
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def collect(measure: bool = False) -> dict[str, Any]:
 
     cuda = torch.cuda.is_available()
     gpu = torch.cuda.get_device_name() if cuda else None
+    from kernelagent import __version__
+
     info: dict[str, Any] = {
-        "python": platform.python_version(), "torch": torch.__version__, "triton": _version("triton"),
+        "kernelagent": __version__, "python": platform.python_version(), "torch": torch.__version__,
+        "triton": _version("triton"),
         "cutlass_dsl": _version("nvidia-cutlass-dsl"), "cuda_available": cuda, "gpu": gpu,
         "capability": "sm_{}{}".format(*torch.cuda.get_device_capability()) if cuda else None,
         "cuda": torch.version.cuda, "driver": _driver(),
@@ -52,4 +56,31 @@ def collect(measure: bool = False) -> dict[str, Any]:
         info["ceilings_file"] = str(save_ceilings(gpu, ceilings))
     info["ceilings"] = load_ceilings(gpu) if cuda else None
     info.setdefault("ceilings_file", str(cache_path()))
+    info["paths"] = paths()
+    info["cache"] = cache_summary()
     return info
+
+
+def paths() -> dict[str, str]:
+    """Where kernelagent keeps things: home, database, config, reference cache, both library shelves, scratch."""
+    from kernelagent.agent.config import CONFIG_FILE
+    from kernelagent.kernels import LIBRARY_ROOT
+    from kernelagent.memory.store import DB_NAME
+    from kernelagent.verifier.refcache import cache_root, home
+    from kernelagent.verifier.sandbox.spawn import scratch_base
+
+    base = home()
+    return {"home": str(base), "database": str(base / DB_NAME), "config": str(base / CONFIG_FILE),
+            "cache": str(cache_root()), "library": str(LIBRARY_ROOT), "user_library": str(base / "library"),
+            "scratch": str(scratch_base())}
+
+
+def cache_summary() -> dict[str, Any]:
+    """How full the reference cache is (or why its settings are unusable)."""
+    from kernelagent.verifier.refcache import RefCache
+
+    try:
+        info = RefCache().info()
+    except ValueError as e:
+        return {"error": str(e)}
+    return {k: info[k] for k in ("entries", "bytes", "max_bytes", "max_age_hours")}
