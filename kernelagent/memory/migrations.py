@@ -76,6 +76,68 @@ def m003_baselines_ceilings(db: sqlite_utils.Database) -> None:
     db.table("ceilings").create({"gpu": str, "ceilings": str, "created": str}, pk="gpu")
 
 
+
+@migration
+def m004_run_kinds_and_batches(db: sqlite_utils.Database) -> None:
+    runs = db.table("runs")
+    runs.add_column("kind", str, not_null_default="optimize")  # optimize | verify
+    runs.add_column("batch_id", str)
+    runs.add_column("problem_path", str)
+    runs.create_index(["batch_id"])
+    db.table("batches").create(
+        {"id": str, "key": str, "mode": str, "inputs": str, "options": str, "status": str, "started": str,
+         "finished": str, "summary": str},
+        pk="id",
+    )
+    db.table("batches").create_index(["key"])
+    db.table("batch_items").create(
+        {"batch_id": str, "problem_id": str, "candidate_sha": str, "problem_path": str, "candidate_path": str,
+         "problem": str, "run_id": str, "attempt_id": str, "status": str, "verdict": str, "category": str,
+         "seconds": float, "worker": str, "created": str},
+        pk=("batch_id", "problem_id", "candidate_sha"),
+        foreign_keys=[("batch_id", "batches", "id")],
+    )
+
+
+@migration
+def m005_exchanges(db: sqlite_utils.Database) -> None:
+    db.table("exchanges").create(
+        {"id": str, "run_id": str, "turn": int, "candidate_index": int, "provider": str, "model": str,
+         "system": str, "messages": str, "prompt": str, "response": str, "input_tokens": int,
+         "output_tokens": int, "cache_read_tokens": int, "cache_write_tokens": int, "cost_usd": float,
+         "duration_ms": float, "stop_reason": str, "error": str, "created": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+    db.table("exchanges").create_index(["run_id", "turn", "candidate_index"])
+
+
+def _fts(db: sqlite_utils.Database, table: str, columns: list[str]) -> None:
+    """An FTS5 index `<table>_fts` kept in step by triggers, named as sqlite-utils and Datasette expect.
+
+    Written out statement by statement: sqlite-utils' `enable_fts` uses executescript, which would
+    commit the migration's transaction half-way.
+    """
+    cols, new = ", ".join(columns), ", ".join(f"new.{c}" for c in columns)
+    old = ", ".join(f"old.{c}" for c in columns)
+    fts = f"{table}_fts"
+    db.execute(f"create virtual table {fts} using fts5({cols}, tokenize='porter', content={table})")
+    db.execute(f"insert into {fts} (rowid, {cols}) select rowid, {cols} from {table}")
+    db.execute(f"create trigger {table}_ai after insert on {table} begin "
+               f"insert into {fts} (rowid, {cols}) values (new.rowid, {new}); end")
+    db.execute(f"create trigger {table}_ad after delete on {table} begin "
+               f"insert into {fts} ({fts}, rowid, {cols}) values ('delete', old.rowid, {old}); end")
+    db.execute(f"create trigger {table}_au after update on {table} begin "
+               f"insert into {fts} ({fts}, rowid, {cols}) values ('delete', old.rowid, {old}); "
+               f"insert into {fts} (rowid, {cols}) values (new.rowid, {new}); end")
+
+
+@migration
+def m006_full_text_search(db: sqlite_utils.Database) -> None:
+    _fts(db, "attempts", ["message", "feedback", "source"])
+    _fts(db, "exchanges", ["prompt", "response"])
+
+
 def applied(db: sqlite_utils.Database) -> list[str]:
     """Names of the migrations already applied to `db`, oldest first."""
     if not db.table("_migrations").exists():

@@ -33,12 +33,24 @@ DB_NAME = "kernelagent.db"
 JSON_COLUMNS = ("op_signature", "budget", "config", "timings", "metrics", "versions", "report",
                 "details", "ceilings")
 RUN_FIELDS = {"status", "tokens_in", "tokens_out", "cost_usd", "best_attempt_id", "finished", "budget",
-              "config", "model", "provider"}
+              "config", "model", "provider", "kind", "batch_id", "problem_path"}
+ID_TABLES = ("runs", "attempts", "batches", "exchanges")
 # Columns of `history()` rows: everything but the bulky source, feedback and report.
 HISTORY_COLUMNS = ("a.id, a.run_id, a.problem_id, p.name as problem, a.parent_id, a.turn, a.candidate_index, "
                    "a.backend, a.verdict, a.category, a.message, a.candidate_ms, a.eager_ms, a.compile_ms, "
                    "a.speedup_eager, a.speedup_compile, a.roofline_pct, a.roofline_bound, a.gpu, "
                    "a.tokens, a.cost_usd, a.created, r.provider, r.model")
+
+
+_RUNS_SQL = """
+select r.*, p.name as problem, count(a.id) as attempts,
+       coalesce(sum(a.verdict = 'accepted'), 0) as accepted,
+       max(case when a.verdict = 'accepted' then a.speedup_eager end) as best_speedup
+from runs r left join problems p on p.id = r.problem_id left join attempts a on a.run_id = r.id
+where (:kind is null or r.kind = :kind) and (:batch is null or r.batch_id = :batch)
+  and (:p is null or p.name = :p or substr(r.problem_id, 1, length(:p)) = :p)
+group by r.id order by r.started desc, r.rowid desc limit :n
+"""
 
 
 class AmbiguousIdError(StoreError, LookupError):
@@ -151,6 +163,10 @@ class Store:
         with self._lock:
             return transact(self.db, fn)
 
+    def write(self, fn: Callable[[sqlite_utils.Database], T]) -> T:
+        """Run `fn(db)` in one committed write transaction (joined by the store's own writes inside it)."""
+        return self._write(fn)
+
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
         """Rows of a read-only query, with JSON columns decoded."""
         with self._lock:
@@ -183,13 +199,15 @@ class Store:
                          "order by (name = :p) desc, created desc limit 1", {"p": problem})
 
     def start_run(self, *, problem_id: str, provider: str, model: str, backend: str, budget: dict,
-                  config: dict | None = None) -> str:
-        """Record the start of an optimisation run; return its id."""
+                  config: dict | None = None, kind: str = "optimize", batch_id: str | None = None,
+                  problem_path: str | None = None) -> str:
+        """Record the start of a run (`kind` optimize, or verify for a CLI or batch verification); return its id."""
         rid = _new_id()
         row = {"id": rid, "problem_id": problem_id, "provider": provider, "model": model,
                "backend": backend, "budget": _dumps(budget), "config": _dumps(config or {}),
                "status": "running", "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0,
-               "best_attempt_id": None, "started": now_iso(), "finished": None}
+               "best_attempt_id": None, "started": now_iso(), "finished": None, "kind": kind,
+               "batch_id": batch_id, "problem_path": problem_path}
         self._write(lambda db: db.table("runs").insert(row))
         return rid
 
@@ -209,12 +227,29 @@ class Store:
         self._write(lambda db: db.table("runs").update(run_id, fields))
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        return self._one("select * from runs where id = ?", (run_id,))
+        """One run by id or unique id prefix; None if no match (AmbiguousIdError if several)."""
+        full = self.resolve_id("runs", run_id)
+        return self._one("select * from runs where id = ?", (full,)) if full else None
 
-    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Newest runs first, with their problem's name."""
-        return self.query("select r.*, p.name as problem from runs r left join problems p "
-                          "on p.id = r.problem_id order by r.started desc, r.rowid desc limit ?", (limit,))
+    def runs(self, limit: int = 20, *, kind: str | None = None, batch_id: str | None = None,
+             problem: str | None = None) -> list[dict[str, Any]]:
+        """Newest runs first, with their problem's name, attempt counts and best accepted speedup."""
+        return self.query(_RUNS_SQL, {"n": limit, "kind": kind, "batch": batch_id, "p": problem})
+
+    def resolve_id(self, table: str, prefix: str) -> str | None:
+        """The full id in `table` that starts with `prefix` (ids are accepted by prefix everywhere).
+
+        None when nothing matches; AmbiguousIdError when several rows do.
+        """
+        if table not in ID_TABLES:
+            raise ValueError(f"no ids to resolve in {table!r}; tables with ids: {ID_TABLES}")
+        if not prefix:
+            return None
+        rows = self.query(f"select id from {table} where substr(id, 1, length(:p)) = :p "
+                          "order by (id = :p) desc limit 2", {"p": prefix})
+        if len(rows) > 1 and rows[0]["id"] != prefix:
+            raise AmbiguousIdError(f"id prefix {prefix!r} matches several {table}; give more characters")
+        return rows[0]["id"] if rows else None
 
     # -- attempts ----------------------------------------------------------------------------
 
@@ -280,3 +315,65 @@ class Store:
         """The ceilings dict recorded for `gpu`, or None."""
         row = self._one("select ceilings from ceilings where gpu = ?", (gpu,))
         return row["ceilings"] if row else None
+
+    # -- LLM exchanges and search ------------------------------------------------------------
+
+    def log_exchange(self, *, run_id: str | None, turn: int, candidate_index: int, provider: str, model: str,
+                     system: str | list[Any], messages: list[dict[str, str]], response: str,
+                     input_tokens: int = 0, output_tokens: int = 0, cache_read_tokens: int = 0,
+                     cache_write_tokens: int = 0, cost_usd: float = 0.0, duration_ms: float | None = None,
+                     stop_reason: str | None = None, error: str | None = None) -> str:
+        """Record one LLM call (what was sent, what came back, what it cost); return its id.
+
+        `system` is a string or a list of prompt blocks (anything with `.text`); `messages` the provider-neutral
+        conversation sent. Its attempt is the one with the same run, turn and candidate index.
+        """
+        eid = _new_id()
+        if not isinstance(system, str):
+            system = "\n\n".join(getattr(b, "text", str(b)) for b in system)
+        prompt = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        row = {"id": eid, "run_id": run_id, "turn": turn, "candidate_index": candidate_index,
+               "provider": provider, "model": model, "system": system, "messages": _dumps(messages),
+               "prompt": prompt, "response": response, "input_tokens": input_tokens,
+               "output_tokens": output_tokens, "cache_read_tokens": cache_read_tokens,
+               "cache_write_tokens": cache_write_tokens, "cost_usd": cost_usd, "duration_ms": duration_ms,
+               "stop_reason": stop_reason, "error": error, "created": now_iso()}
+        self._write(lambda db: db.table("exchanges").insert(row))
+        return eid
+
+    def exchanges(self, run_id: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        """LLM calls, newest first (of one run when `run_id`, a full id or prefix, is given)."""
+        where = "where substr(e.run_id, 1, length(:r)) = :r" if run_id else ""
+        return self.query(f"select e.*, p.name as problem from exchanges e left join runs r on r.id = e.run_id "
+                          f"left join problems p on p.id = r.problem_id {where} "
+                          "order by e.created desc, e.rowid desc limit :n", {"r": run_id, "n": limit})
+
+    def search(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Attempts (message, feedback, source) and LLM calls (prompt, reply) matching `text`, best first.
+
+        Every word must occur (porter stemming); punctuation is taken literally.
+        """
+        query = fts_query(text)
+        if not query:
+            return []
+        return self.query(_SEARCH_SQL, {"q": query, "n": limit})
+
+
+_SEARCH_SQL = """
+select * from (
+  select 'attempt' as kind, a.id, a.run_id, p.name as problem, a.verdict, a.category, a.created,
+         snippet(attempts_fts, -1, '[', ']', '…', 12) as snippet, bm25(attempts_fts) as rank
+  from attempts_fts join attempts a on a.rowid = attempts_fts.rowid
+  left join problems p on p.id = a.problem_id where attempts_fts match :q
+  union all
+  select 'exchange' as kind, e.id, e.run_id, p.name as problem, null, null, e.created,
+         snippet(exchanges_fts, -1, '[', ']', '…', 12) as snippet, bm25(exchanges_fts) as rank
+  from exchanges_fts join exchanges e on e.rowid = exchanges_fts.rowid
+  left join runs r on r.id = e.run_id left join problems p on p.id = r.problem_id where exchanges_fts match :q
+) order by rank, created desc limit :n
+"""
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query where each word of `text` is a quoted term (so `tl.dot` or `a-b` are not syntax)."""
+    return " ".join('"' + word.replace('"', '""') + '"' for word in text.split())

@@ -13,7 +13,7 @@ from kernelagent.memory.migrations import MIGRATIONS, applied, migrate
 EXPECTED_COLUMNS = {
     "problems": {"id", "name", "source", "shapes", "op_signature", "created"},
     "runs": {"id", "problem_id", "provider", "model", "backend", "budget", "config", "status", "tokens_in",
-             "tokens_out", "cost_usd", "best_attempt_id", "started", "finished"},
+             "tokens_out", "cost_usd", "best_attempt_id", "started", "finished", "kind", "batch_id", "problem_path"},
     "attempts": {"id", "run_id", "problem_id", "parent_id", "turn", "candidate_index", "backend", "source",
                  "source_sha", "verdict", "category", "message", "feedback", "timings", "metrics",
                  "candidate_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_compile",
@@ -21,6 +21,12 @@ EXPECTED_COLUMNS = {
                  "created"},
     "baselines": {"problem_id", "gpu", "eager_ms", "compile_ms", "details", "created"},
     "ceilings": {"gpu", "ceilings", "created"},
+    "batches": {"id", "key", "mode", "inputs", "options", "status", "started", "finished", "summary"},
+    "batch_items": {"batch_id", "problem_id", "candidate_sha", "problem_path", "candidate_path", "problem", "run_id",
+                    "attempt_id", "status", "verdict", "category", "seconds", "worker", "created"},
+    "exchanges": {"id", "run_id", "turn", "candidate_index", "provider", "model", "system", "messages", "prompt",
+                  "response", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd",
+                  "duration_ms", "stop_reason", "error", "created"},
 }
 
 
