@@ -12,8 +12,11 @@ from kernelagent.kernels import LibraryError, get_entry, list_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FAMILIES = {"softmax": "softmax", "rms_norm": "rms_norm", "cross_entropy": "cross_entropy"}
+FAMILIES = {"softmax": "softmax", "log_softmax": "log_softmax", "rms_norm": "rms_norm", "layer_norm": "layer_norm",
+            "cross_entropy": "cross_entropy"}
+ROWWISE = ("softmax", "log_softmax", "rms_norm", "layer_norm")
 CARD_KEYS = {"name", "family", "summary", "backends", "signature", "verified", "dtypes", "notes"}
+ROWWISE_KEYS = CARD_KEYS | {"backward", "shapes_verified", "tolerance", "ops", "limits", "tuning"}
 
 
 def test_list_entries_finds_the_first_shelf():
@@ -30,15 +33,25 @@ def test_cards_are_complete_and_claim_nothing_unmeasured(name):
     entry = get_entry(name)
     assert CARD_KEYS <= set(entry.card), CARD_KEYS - set(entry.card)
     assert entry.family == FAMILIES[name]
-    assert entry.card["verified"] == []  # filled from GPU verifier runs only
+    for row in entry.card["verified"]:  # filled only by `library verify --record`, from a real run
+        assert row.get("date") and (row.get("gpu") or row.get("device")) and row.get("backend") in entry.backends
     assert entry.card["signature"] and all(op.startswith("aten::") for op in entry.card["signature"])
     assert (entry.path / "card.md").is_file()
+
+
+def _card_rows(data: dict, name: str, source: str) -> list[dict]:
+    """The card rows a results file gives for `name`, by the script that wrote it."""
+    if data.get("benchmark") == "rowwise_peers":
+        from benchmarks.rowwise_peers import card_rows
+        return card_rows(data, name, source)
+    from benchmarks.cards_from_peers import rows_for
+    return rows_for(data, name, source)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_measured_figures_come_from_their_results_file(name):
     """Every figure in card.json `measured` (and so in card.md) is the one in the cited results file."""
-    from benchmarks.cards_from_peers import markdown, rows_for
+    from benchmarks.cards_from_peers import markdown
 
     entry = get_entry(name)
     measured = entry.card.get("measured", [])
@@ -46,10 +59,21 @@ def test_measured_figures_come_from_their_results_file(name):
         src = ROOT / row["source"]
         assert src.is_file(), row["source"]
         data = json.loads(src.read_text())
-        assert row in rows_for(data, name, row["source"])
+        assert row in _card_rows(data, name, row["source"])
         assert row["gpu"] and row["peers_ms"]
-    if measured:
+    if measured and "rowwise_peers" not in measured[0]["source"]:
         assert markdown(measured) in (entry.path / "card.md").read_text()
+    elif measured:
+        from benchmarks.rowwise_peers import card_markdown
+        assert card_markdown(measured) in (entry.path / "card.md").read_text()
+
+
+@pytest.mark.parametrize("name", ROWWISE)
+def test_rowwise_cards_say_what_was_checked_and_what_is_not_done(name):
+    card = get_entry(name).card
+    assert ROWWISE_KEYS <= set(card), ROWWISE_KEYS - set(card)
+    assert set(card["backends"]) == {"triton", "cute"} and card["backward"] is True
+    assert all(op.startswith("kernelagent::") for op in card["ops"]) and card["limits"] and card["shapes_verified"]
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -57,6 +81,9 @@ def test_triton_file_defines_model_and_public_function(name):
     tree = ast.parse(get_entry(name).backends["triton"].read_text())
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert {"ModelNew", name} <= defined
+    if name in ROWWISE:  # the CuTe file mirrors it
+        cute = ast.parse(get_entry(name).backends["cute"].read_text())
+        assert {"ModelNew", name} <= {n.name for n in cute.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     ref = ast.parse(get_entry(name).reference_path.read_text())
     ref_defs = {n.name for n in ref.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert {"Model", "get_inputs", "get_init_inputs", "get_test_inputs"} <= ref_defs

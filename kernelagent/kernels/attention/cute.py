@@ -1,0 +1,1206 @@
+"""Flash attention forward in CuTe DSL for Hopper (sm_90a), with the Triton backward; (B, S, H, D).
+
+Forward: one CTA per (128-query block, head, batch) with three warpgroups. Warpgroup 0 is the
+producer (registers given away with setmaxnreg): one warp streams Q once and then K and V tiles
+through TMA into a multi-stage shared-memory ring, mbarrier pipelines in between. Warpgroups 1 and
+2 each own 64 query rows: S = Q K^T by wgmma from shared memory, the online softmax on the fp32
+accumulator in registers (log2 domain, exp2, row max and sum across the four threads of a quad),
+P converted in registers to the A operand of O += P V (wgmma with A from registers, V^T read
+from shared memory). With `overlap` (the default) the QK^T of the next key block and the PV of
+the current one are issued back to back and the softmax runs while the PV is in flight (FA3's
+intra-warpgroup overlap); the two math warpgroups take turns issuing their GEMMs through named
+barriers (ping-pong), so one's softmax hides under the other's tensor-core work. Key blocks are
+visited from the last one down: the blocks cut by the causal diagonal / right window edge / key
+length first (masked), then the interior (no mask), then those cut by a left window edge. The
+epilogue writes O / rowsum and the log-sum-exp straight from registers.
+
+Backward: the Triton kernels of triton.py (the block between the "shared backward" markers is kept
+identical in both files and checked by a test): this file's ModelNew is a CuTe forward with a
+Triton backward, and says so in the card. Varlen batches are Triton-only (triton.py).
+
+Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
+any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles): shapes are dynamic.
+Order: shared backward block -> CuTe helpers -> forward kernel class -> host launcher -> custom ops
+-> public API -> ModelNew.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90_utils
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from cutlass import Float32, Int32, const_expr
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.runtime import from_dlpack
+from cutlass.utils import LayoutEnum
+
+# ==== shared backward: kept identical in triton.py and cute.py (tests/kernels/test_attention_cute.py) ====
+# (constants, the backward kernels and their launcher, and the CPU implementation of the ops)
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+_LOG2E_C = tl.constexpr(LOG2E)  # the kernels' copies (globals read in @jit code must be constexpr)
+_LN2_C = tl.constexpr(LN2)
+
+# The backward holds dK and dV [BLOCK_N, D] in fp32 plus two [BLOCK_N, BLOCK_M] score tiles. Compiled
+# for sm_90a at head dim 128: 64x128 with 8 warps holds 255 registers and spills 8 bytes without a
+# mask, 56 with the causal/window branch; 64x64 with 4 warps ~250 bytes, 128x128 a kilobyte.
+# Head dim 256 has no spill-free tile (16x64 with 8 warps spills a little; 4 warps over a kilobyte).
+BWD_TABLE = ((64, 128, 8, 2, 128), (64, 64, 4, 2, 128), (16, 64, 8, 2, 256))
+def _bwd_configs() -> list[triton.Config]:
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "MAX_D": d}, num_warps=w, num_stages=s)
+            for bm, bn, w, s, d in BWD_TABLE]
+
+
+def _prune(configs, named_args, **kwargs):
+    """Keep the configs whose register budget covers this head dim."""
+    d = kwargs["BLOCK_D"] if "BLOCK_D" in kwargs else named_args["BLOCK_D"]
+    keep = [c for c in configs if d <= c.kwargs["MAX_D"]]
+    return keep or configs[-1:]
+
+
+# the CPU interpreter: one fixed small tile (autotuning needs a GPU)
+INTERP_BWD = {"BLOCK_M": 16, "BLOCK_N": 16, "MAX_D": 256}
+# Problems below TUNE_MIN (Sq * Sk) skip autotuning and take these (compiling every config costs
+# more than such a problem runs); head dim -> (BLOCK_M, BLOCK_N, warps, stages).
+TUNE_MIN = 1 << 20
+BWD_DEFAULT = {64: (64, 128, 8, 2), 128: (64, 128, 8, 2), 256: (16, 64, 8, 2)}
+
+
+def _tuning_bench(kernel_call, quantiles):
+    """The autotuner's timer: CUDA events around 12 calls after 3 warm-ups, in plain Python. Shorter
+    than triton's do_bench (tuned problems run for 50 us and more), and free of torch ops (do_bench
+    takes a torch.quantile): autotuning runs inside the first forward, whose aten calls the verifier
+    records."""
+    for _ in range(3):
+        kernel_call()
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel_call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return [times[int(q * (len(times) - 1))] for q in quantiles]
+
+
+def _fixed(table: dict, d: int, **extra) -> dict:
+    """Launch settings of the untuned path for head dim d (the smallest table entry covering it)."""
+    bm, bn, warps, stages = table[min(k for k in table if k >= d)]
+    return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages, MAX_D=256, **extra)
+PRE_BLOCK = 64  # rows per program of the delta preprocess
+CONVERT_BLOCK = 1024  # elements per program of the dQ conversion
+
+
+class AttentionError(ValueError):
+    """Inputs the attention kernels cannot take (shapes, dtypes, options)."""
+
+
+@triton.jit
+def _tanh(x):
+    # 1 - 2 / (exp(2x) + 1) through exp2 (no libdevice: the CPU interpreter runs it too)
+    return 1.0 - 2.0 / (tl.math.exp2(x * 2.8853900817779268) + 1.0)
+
+
+@triton.jit
+def _seq_span(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
+    """(first row, length) of sequence b: packed (cu_seqlens) or one per batch entry."""
+    if VARLEN:
+        start = tl.load(cu_ptr + b)
+        length = tl.load(cu_ptr + b + 1) - start
+    else:
+        start = b * 0
+        length = seqlen
+    return start, length
+
+
+@triton.jit
+def _bwd_preprocess_kernel(Out, DO, DLSE, DELTA, CU_Q, so_b, so_s, so_h, sd_b, sd_s, sd_h, sl_b, sl_h,
+                           seqlen_q, n_heads, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr,
+                           HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta = rowsum(dO * O) - dlse (fp32), laid out like the log-sum-exp."""
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh % n_heads
+    q_start, sq = _seq_span(CU_Q, b, seqlen_q, VARLEN)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_D)
+    b64 = b.to(tl.int64)
+    r64 = (q_start + rows).to(tl.int64)[:, None]
+    mask = (rows[:, None] < sq) & (cols[None, :] < HEAD_D)
+    o = tl.load(Out + b64 * so_b + h * so_h + r64 * so_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + b64 * sd_b + h * sd_h + r64 * sd_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    delta = tl.sum(o * do, 1)
+    at = b64 * sl_b + h * sl_h + q_start + rows
+    if HAS_DLSE:
+        delta -= tl.load(DLSE + at, mask=rows < sq, other=0.0)
+    tl.store(DELTA + at, delta, mask=rows < sq)
+
+
+@triton.jit
+def _bwd_head(dk, dv, k, v, k_mean, col_w, Q, DO, STATS, st_plane, DELTA, dq_desc, DQ_ACC, q_desc, do_desc, sq_s,
+              sd_s, sa_s, l_base, start, end, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left,
+              win_right,
+              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+              TMA: tl.constexpr, DQ_TMA: tl.constexpr, UPCAST: tl.constexpr, HEAD_D: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """dK, dV of one key block over query blocks [start, end) of one head; dQ added atomically.
+    Blocks outside [f_lo, f_hi) straddle a mask edge and are masked (one loop with a uniform branch:
+    three specialised loops cost registers the accumulators need). Works transposed (keys on rows):
+    sT = K Q^T, so dV += P^T dO and dK += dS^T Q need no transposed accumulators. Rows past the
+    sequence read Q = dO = 0 and a log-sum of +inf: P = 0 there; keys past it have K = V = 0.
+    P = exp2((s - m) * qk_scale - log2 l) from the forward's raw row max m and log2 row sum l kept
+    apart (STATS): s - m is exact where s - lse, rounded in fp32 at scores of 1e4, costs P a few 1e-3.
+    dQ = dS K takes dS rounded to 16 bits; where K has a large mean that rounding error, summed over
+    the keys, dominates dQ (FlashAttention has the same). It is taken out: rowsum(dS_16 - dS) times
+    the block's mean key (k_mean) is subtracted, leaving an error that scales with K - mean(K)."""
+    dtype = Q.dtype.element_ty
+    cols = n0 + tl.arange(0, BLOCK_N)
+    cols_d = tl.arange(0, BLOCK_D)
+    for m_blk in tl.range(start, end, disable_licm=True):  # hoisted full-tile masks would spill
+        m0 = m_blk * BLOCK_M
+        rows = m0 + tl.arange(0, BLOCK_M)
+        row_ok = rows < sq
+        if TMA:
+            q = q_desc.load([m0, 0])
+            do = do_desc.load([m0, 0])
+        else:
+            mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
+            q = tl.load(Q + rows[:, None].to(tl.int64) * sq_s + cols_d[None, :], mask=mask, other=0.0)
+            do = tl.load(DO + rows[:, None].to(tl.int64) * sd_s + cols_d[None, :], mask=mask, other=0.0)
+        m2 = tl.load(STATS + l_base + rows, mask=row_ok, other=0.0)
+        l2 = tl.load(STATS + st_plane + l_base + rows, mask=row_ok, other=float("inf"))
+        delta = tl.load(DELTA + l_base + rows, mask=row_ok, other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        if UPCAST:  # as in the forward: the same scores, bit for bit
+            qk_t = tl.dot(k.to(tl.float64), tl.trans(q).to(tl.float64)).to(tl.float32)  # [BLOCK_N, BLOCK_M]
+        else:
+            qk_t = tl.dot(k, tl.trans(q))
+        if SOFTCAP:
+            t = _tanh(qk_t * cap_scale)
+            p_t = tl.math.exp2((cap_log2 * t - m2[None, :]) - l2[None, :])
+        else:
+            p_t = tl.math.exp2((qk_t - m2[None, :]) * qk_scale - l2[None, :])
+        if HAS_LEFT or HAS_RIGHT:
+            if (m_blk < f_lo) | (m_blk >= f_hi):
+                rel = cols[:, None] - rows[None, :]  # key minus query index
+                if HAS_RIGHT:
+                    p_t = tl.where(rel <= off + win_right, p_t, 0.0)
+                if HAS_LEFT:
+                    p_t = tl.where(rel >= off - win_left, p_t, 0.0)
+        if UPCAST:
+            p_lo = p_t.to(dtype).to(tl.float32)
+        else:
+            p_lo = p_t.to(dtype)
+        dv = tl.dot(p_lo, do, dv)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = p_t * (dp_t - delta[None, :])
+        if SOFTCAP:
+            ds_t = ds_t * (1.0 - t * t)
+        if UPCAST:
+            ds_lo = ds_t.to(dtype).to(tl.float32)
+        else:
+            ds_lo = ds_t.to(dtype)
+        dk = tl.dot(ds_lo, q, dk)
+        dq = tl.dot(tl.trans(ds_lo), k)  # [BLOCK_M, BLOCK_D], unscaled
+        lost = tl.sum((ds_lo.to(tl.float32) - ds_t) * col_w[:, None], 0)  # rounding of dS, per query
+        dq -= lost[:, None] * k_mean[None, :]
+        if DQ_TMA:
+            dq_desc.atomic_add([m0, 0], dq)
+        else:
+            dq_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
+            tl.atomic_add(DQ_ACC + rows[:, None].to(tl.int64) * sa_s + cols_d[None, :], dq, mask=dq_mask,
+                          sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def _attn_bwd_kernel(Q, K, V, DO, STATS, DELTA, DQ_ACC, DK, DV, CU_Q, CU_K,
+                     sq_b, sq_s, sq_h, sk_b, sk_s, sk_h, sv_b, sv_s, sv_h, sd_b, sd_s, sd_h, sa_b, sa_s, sa_h,
+                     sdk_b, sdk_s, sdk_h, sdv_b, sdv_s, sdv_h, sl_b, sl_h, st_plane,
+                     seqlen_q, seqlen_k, n_heads_k, group, sm_scale, qk_scale, cap_scale, cap_log2, win_left,
+                     win_right, BUCKET_Q, BUCKET_K,
+                     HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
+                     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, DQ_TMA: tl.constexpr,
+                     UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MAX_D: tl.constexpr):
+    pid_n = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // n_heads_k
+    hk = bh % n_heads_k
+    q_start, sq = _seq_span(CU_Q, b, seqlen_q, VARLEN)
+    k_start, sk = _seq_span(CU_K, b, seqlen_k, VARLEN)
+    n0 = pid_n * BLOCK_N
+    if n0 < sk:
+        dtype = K.dtype.element_ty
+        b64 = b.to(tl.int64)
+        ks64 = k_start.to(tl.int64)
+        qs64 = q_start.to(tl.int64)
+        cols = n0 + tl.arange(0, BLOCK_N)
+        cols_d = tl.arange(0, BLOCK_D)
+        kv_mask = (cols[:, None] < sk) & (cols_d[None, :] < HEAD_D)
+        k_base = K + b64 * sk_b + ks64 * sk_s + hk * sk_h
+        v_base = V + b64 * sv_b + ks64 * sv_s + hk * sv_h
+        if TMA:
+            k = tl.make_tensor_descriptor(k_base, [sk, HEAD_D], [sk_s, 1], [BLOCK_N, BLOCK_D]).load([n0, 0])
+            v = tl.make_tensor_descriptor(v_base, [sk, HEAD_D], [sv_s, 1], [BLOCK_N, BLOCK_D]).load([n0, 0])
+        else:
+            k = tl.load(k_base + cols[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=kv_mask, other=0.0)
+            v = tl.load(v_base + cols[:, None].to(tl.int64) * sv_s + cols_d[None, :], mask=kv_mask, other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        col_w = (cols < sk).to(tl.float32)  # keys past the sequence: P is not 0 there (K is), keep them out
+        k_mean = tl.sum(k.to(tl.float32), 0) / (tl.minimum(sk - n0, BLOCK_N)).to(tl.float32)
+
+        # query blocks [m_lo, m_hi); those outside [f_lo, f_hi) straddle a mask edge
+        off = sk - sq
+        n1 = tl.minimum(n0 + BLOCK_N, sk)
+        lo = 0
+        hi = sq
+        f_lo = 0
+        f_hi = tl.cdiv(sq, BLOCK_M)
+        if HAS_RIGHT:  # query i reaches key j when j <= i + off + right
+            lo = tl.maximum(n0 - off - win_right, 0)
+            f_lo = tl.cdiv(tl.maximum(n0 + BLOCK_N - 1 - off - win_right, 0), BLOCK_M)
+        if HAS_LEFT:  # ... and j >= i + off - left
+            hi = tl.minimum(n1 - off + win_left, sq)
+            f_hi = tl.minimum(f_hi, tl.maximum(n0 - off + win_left + 1, 0) // BLOCK_M)
+        m_lo = lo // BLOCK_M
+        m_hi = tl.maximum(tl.cdiv(tl.maximum(hi, 0), BLOCK_M), m_lo)
+        f_lo = tl.minimum(tl.maximum(f_lo, m_lo), m_hi)
+        f_hi = tl.minimum(tl.maximum(f_hi, f_lo), m_hi)
+
+        dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        for g in range(0, group):
+            h = hk * group + g
+            q_base = Q + b64 * sq_b + qs64 * sq_s + h * sq_h
+            do_base = DO + b64 * sd_b + qs64 * sd_s + h * sd_h
+            acc_base = DQ_ACC + b64 * sa_b + qs64 * sa_s + h * sa_h
+            l_base = b64 * sl_b + h * sl_h + q_start
+            q_desc = 0
+            do_desc = 0
+            dq_desc = 0
+            if TMA:
+                q_desc = tl.make_tensor_descriptor(q_base, [sq, HEAD_D], [sq_s, 1], [BLOCK_M, BLOCK_D])
+                do_desc = tl.make_tensor_descriptor(do_base, [sq, HEAD_D], [sd_s, 1], [BLOCK_M, BLOCK_D])
+            if DQ_TMA:
+                dq_desc = tl.make_tensor_descriptor(acc_base, [sq, HEAD_D], [sa_s, 1], [BLOCK_M, BLOCK_D])
+            dk, dv = _bwd_head(dk, dv, k, v, k_mean, col_w, q_base, do_base, STATS, st_plane, DELTA, dq_desc,
+                               acc_base, q_desc, do_desc, sq_s, sd_s, sa_s, l_base, m_lo, m_hi, f_lo, f_hi, n0, sq, off,
+                               qk_scale, cap_scale, cap_log2, win_left, win_right, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA,
+                               DQ_TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        dk = dk * sm_scale
+        dk_base = DK + b64 * sdk_b + ks64 * sdk_s + hk * sdk_h
+        dv_base = DV + b64 * sdv_b + ks64 * sdv_s + hk * sdv_h
+        if TMA:
+            dk_desc = tl.make_tensor_descriptor(dk_base, [sk, HEAD_D], [sdk_s, 1], [BLOCK_N, BLOCK_D])
+            dv_desc = tl.make_tensor_descriptor(dv_base, [sk, HEAD_D], [sdv_s, 1], [BLOCK_N, BLOCK_D])
+            dk_desc.store([n0, 0], dk.to(dtype))
+            dv_desc.store([n0, 0], dv.to(dtype))
+        else:
+            tl.store(dk_base + cols[:, None].to(tl.int64) * sdk_s + cols_d[None, :], dk.to(dtype), mask=kv_mask)
+            tl.store(dv_base + cols[:, None].to(tl.int64) * sdv_s + cols_d[None, :], dv.to(dtype), mask=kv_mask)
+
+
+@triton.jit
+def _dq_convert_kernel(ACC, DQ, n, sm_scale, BLOCK: tl.constexpr):
+    """dQ = accumulated dS K times the softmax scale, in the input dtype (both buffers compact)."""
+    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = idx < n
+    acc = tl.load(ACC + idx, mask=mask, other=0.0)
+    tl.store(DQ + idx, (acc * sm_scale).to(DQ.dtype.element_ty), mask=mask)
+
+
+# Under TRITON_INTERPRET=1 @triton.jit gives interpreted functions: the kernels then run on CPU tensors.
+INTERPRETING = not isinstance(_dq_convert_kernel, triton.runtime.JITFunction)
+_BWD = _attn_bwd_kernel if INTERPRETING else triton.autotune(
+    _bwd_configs(), key=["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"],
+    prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"], do_bench=_tuning_bench)(
+    _attn_bwd_kernel)
+
+
+_ALLOCATOR: list = []
+
+
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _ensure_tma_allocator() -> None:
+    """Device-side tensor descriptors need global scratch from an allocator Triton calls at launch."""
+    if not _ALLOCATOR:
+        triton.set_allocator(_tma_scratch)
+        _ALLOCATOR.append(_tma_scratch)
+
+
+def _bucket(n: int) -> int:
+    """Autotuning key for a length: its power-of-two bucket (lengths in one bucket share a config)."""
+    return triton.next_power_of_2(max(int(n), 1))
+
+
+def _strides(t: torch.Tensor, varlen: bool) -> tuple[int, int, int]:
+    """(batch, row, head) strides of a (B, S, H, D) tensor, or (0, row, head) of a packed (T, H, D) one."""
+    return (0, t.stride(0), t.stride(1)) if varlen else (t.stride(0), t.stride(1), t.stride(2))
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """TMA wants 16-byte aligned bases and strides (every per-(batch, head) base is one)."""
+    for t in tensors:
+        es = t.element_size()
+        if t.data_ptr() % 16 or t.shape[-1] * es % 16 or any(s * es % 16 for s in t.stride()[:-1]):
+            return False
+    return True
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+@functools.lru_cache(maxsize=64)
+def _block_d(d: int) -> int:
+    return max(16, triton.next_power_of_2(d))
+
+
+def _window_args(window: tuple[int | None, int | None]) -> tuple[int, int, bool, bool]:
+    left, right = window
+    return (left or 0), (right or 0), left is not None, right is not None
+
+
+def _scales(scale: float, softcap: float | None) -> tuple[float, float, float]:
+    """(qk_scale, cap_scale, cap_log2): scores in the log2 domain are qk * qk_scale, or with a softcap
+    cap_log2 * tanh(qk * cap_scale)."""
+    if softcap is None:
+        return scale * LOG2E, 0.0, 0.0
+    return scale * LOG2E, scale / softcap, softcap * LOG2E
+
+
+def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float,
+                softcap: float | None, window) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) from the saved output and softmax statistics (stats[0]: row max, stats[1]: log2 of
+    the row sum, both in log2 units, laid out like the log-sum-exp), and the log-sum-exp's gradient."""
+    varlen = cu_q is not None
+    q, k, v, out, do = (_unit_last(t) for t in (q, k, v, out, do.to(q.dtype)))
+    d = q.shape[-1]
+    hq, hkv = q.shape[-2], k.shape[-2]
+    batch = cu_q.shape[0] - 1 if varlen else q.shape[0]
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    if batch == 0 or q.numel() == 0 or k.numel() == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    sl = (0, stats.stride(1)) if varlen else (stats.stride(1), stats.stride(2))
+    dummy = cu_q if varlen else stats
+    delta = torch.empty(stats.shape[1:], dtype=torch.float32, device=stats.device)
+    dlse_arg = dlse.contiguous() if dlse is not None else delta
+    _bwd_preprocess_kernel[(triton.cdiv(max_q, PRE_BLOCK), batch * hq)](
+        out, do, dlse_arg, delta, dummy, *_strides(out, varlen), *_strides(do, varlen), *sl, max_q, hq,
+        HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_DLSE=dlse is not None, BLOCK_M=PRE_BLOCK)
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    tma = _tma_ok(q, k, v, do, dk, dv)
+    dq_tma = tma and _tma_ok(dq_acc) and not INTERPRETING  # the interpreter has no TMA reduce-add
+    if tma and q.is_cuda:
+        _ensure_tma_allocator()
+    win_l, win_r, has_l, has_r = _window_args(window)
+    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
+    tuned = not INTERPRETING and max_q * max_k >= TUNE_MIN
+    blocks = INTERP_BWD if INTERPRETING else {} if tuned else _fixed(BWD_DEFAULT, _block_d(d))
+
+    def grid(meta):
+        return (triton.cdiv(max_k, meta["BLOCK_N"]), batch * hkv)
+
+    kernel = _BWD if tuned else _attn_bwd_kernel
+    kernel[grid](q, k, v, do, stats, delta, dq_acc, dk, dv, dummy, cu_k if varlen else dummy,
+               *_strides(q, varlen), *_strides(k, varlen), *_strides(v, varlen), *_strides(do, varlen),
+               *_strides(dq_acc, varlen), *_strides(dk, varlen), *_strides(dv, varlen), *sl, stats.stride(0),
+               max_q, max_k, hkv, hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(max_q),
+               _bucket(max_k), HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l, HAS_RIGHT=has_r,
+               SOFTCAP=softcap is not None, TMA=tma, DQ_TMA=dq_tma, UPCAST=INTERPRETING, **blocks)
+    n = dq.numel()
+    _dq_convert_kernel[(triton.cdiv(n, CONVERT_BLOCK),)](dq_acc, dq, n, scale, BLOCK=CONVERT_BLOCK)
+    return dq, dk, dv
+
+
+# the ops' CPU implementation
+
+
+def _cpu_scores(q, k, scale, softcap, window, cu_q, cu_k):
+    """Per sequence: (q rows, k rows, where q and k rows sit, masked scores [H, Sq, Sk] in fp32 (fp64
+    for fp64 inputs), tanh of the scaled scores or None)."""
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    spans = []
+    if cu_q is None:
+        for b in range(q.shape[0]):
+            spans.append((q[b], k[b], (b, slice(None)), (b, slice(None))))
+    else:
+        for b in range(cu_q.shape[0] - 1):
+            qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+            spans.append((q[qs:qe], k[ks:ke], slice(qs, qe), slice(ks, ke)))
+    for qb, kb, q_at, k_at in spans:
+        group = qb.shape[1] // kb.shape[1]
+        qh = qb.to(work).transpose(0, 1)  # (H, Sq, D)
+        kh = kb.to(work).transpose(0, 1).repeat_interleave(group, 0)
+        s = qh @ kh.transpose(1, 2) * scale
+        t = None
+        if softcap is not None:
+            t = torch.tanh(s / softcap)
+            s = softcap * t
+        i = torch.arange(qb.shape[0])[:, None] + (kb.shape[0] - qb.shape[0])
+        j = torch.arange(kb.shape[0])[None, :]
+        keep = torch.ones(qb.shape[0], kb.shape[0], dtype=torch.bool)
+        if window[1] is not None:
+            keep &= j <= i + window[1]
+        if window[0] is not None:
+            keep &= j >= i - window[0]
+        yield qb, kb, q_at, k_at, s.masked_fill(~keep, float("-inf")), t
+
+
+def attention_cpu(q, k, v, cu_q, cu_k, scale, softcap, window):
+    """The ops' CPU implementation (plain torch, fp32 math): (out, lse, stats) with the kernels'
+    conventions (stats as the kernels keep them: row max and log2 row sum in log2 units)."""
+    out = torch.zeros(q.shape, dtype=q.dtype)
+    lse = torch.full((q.shape[-2], q.shape[0]) if cu_q is not None else (q.shape[0], q.shape[2], q.shape[1]),
+                     float("inf"), dtype=torch.float32)
+    row_max = torch.zeros(lse.shape, dtype=torch.float32)
+    for _, kb, q_at, k_at, s, _ in _cpu_scores(q, k, scale, softcap, window, cu_q, cu_k):
+        group = s.shape[0] // kb.shape[1]
+        vh = v[k_at].to(s.dtype).transpose(0, 1).repeat_interleave(group, 0)
+        row_lse = torch.logsumexp(s, dim=-1)  # -inf where nothing is seen
+        p = torch.exp(s - row_lse.clamp_min(-1e30)[..., None]).nan_to_num(0.0)
+        out[q_at] = (p @ vh).transpose(0, 1).to(q.dtype)
+        row_lse = torch.where(torch.isinf(row_lse), torch.full_like(row_lse, float("inf")), row_lse)
+        peak = torch.where(torch.isinf(row_lse), torch.zeros_like(row_lse), s.amax(-1))
+        if cu_q is None:
+            lse[q_at[0]], row_max[q_at[0]] = row_lse.float(), peak.float()
+        else:
+            lse[:, q_at], row_max[:, q_at] = row_lse.float(), peak.float()
+    unit = LOG2E if softcap is not None else 1.0 / scale  # the kernels' max: log2 units, or raw q.k
+    return out, lse, torch.stack([row_max * unit, (lse - row_max) * LOG2E])
+
+
+def attention_cpu_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, scale, softcap, window):
+    """Gradients of attention_cpu (plain torch, fp32 math), from the saved output and log-sum-exp."""
+    dq, dk, dv = (torch.zeros(t.shape, dtype=torch.float64 if t.dtype == torch.float64 else torch.float32)
+                  for t in (q, k, v))
+    for qb, kb, q_at, k_at, s, t in _cpu_scores(q, k, scale, softcap, window, cu_q, cu_k):
+        work = s.dtype
+        group = s.shape[0] // kb.shape[1]
+        hkv = kb.shape[1]
+        row_lse = lse[q_at[0]] if cu_q is None else lse[:, q_at]
+        p = torch.exp(s - row_lse.to(work)[..., None]).nan_to_num(0.0)  # (H, Sq, Sk)
+        dob = do[q_at].to(work).transpose(0, 1)
+        ob = out[q_at].to(work).transpose(0, 1)
+        vh = v[k_at].to(work).transpose(0, 1).repeat_interleave(group, 0)
+        kh = kb.to(work).transpose(0, 1).repeat_interleave(group, 0)
+        qh = qb.to(work).transpose(0, 1)
+        delta = (dob * ob).sum(-1)
+        if dlse is not None:
+            delta = delta - (dlse[q_at[0]] if cu_q is None else dlse[:, q_at]).to(work)
+        dvh = p.transpose(1, 2) @ dob
+        ds = p * (dob @ vh.transpose(1, 2) - delta[..., None])
+        if t is not None:
+            ds = ds * (1.0 - t * t)
+        ds = ds * scale
+        dq[q_at] = (ds @ kh).transpose(0, 1)
+        dkh = ds.transpose(1, 2) @ qh
+        dk[k_at] = dkh.view(hkv, group, *dkh.shape[1:]).sum(1).transpose(0, 1)
+        dv[k_at] = dvh.view(hkv, group, *dvh.shape[1:]).sum(1).transpose(0, 1)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+# ==== end of the shared backward ====
+
+
+# ---------------------------------------------------------------------------------- CuTe helpers
+
+WG = 128  # threads of a warpgroup
+SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
+
+
+def _smem_layout(dtype, rows: int, cols: int, stages: int | None):
+    """Row-major (cols contiguous) swizzled smem tile as wgmma reads it, optionally staged."""
+    atom = warpgroup.make_smem_layout_atom(sm90_utils.get_smem_layout_atom(LayoutEnum.ROW_MAJOR, dtype, cols), dtype)
+    shape = (rows, cols) if stages is None else (rows, cols, stages)
+    return cute.tile_to_shape(atom, shape, order=(0, 1) if stages is None else (0, 1, 2))
+
+
+def _transpose_view(t):
+    """Swap the first two modes of an smem tensor (V as the (D, N) B operand of P V)."""
+    shape = (t.shape[1], t.shape[0], *t.shape[2:])
+    order = (1, 0, *range(2, cute.rank(t)))
+    return cute.composition(t, cute.make_ordered_layout(shape, order=order))
+
+
+def _acc_mn(acc):
+    """View an sm90 accumulator ((2, 2, V), M, N) as (rows, cols) = ((2, M), (2, V, N))."""
+    lay = cute.make_layout(acc.layout.shape)
+    shape = ((lay.shape[0][1], lay.shape[1]), (lay.shape[0][0], *lay.shape[0][2:], lay.shape[2]))
+    stride = ((lay.stride[0][1], lay.stride[1]), (lay.stride[0][0], *lay.stride[0][2:], lay.stride[2]))
+    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, cute.make_layout(shape, stride=stride)))
+
+
+@cute.jit
+def _acc_as_a(acc_layout: cute.Layout) -> cute.Layout:
+    """An fp32 accumulator layout ((2, 2, V), M, N) re-read as the A operand of the next wgmma:
+    ((2, 2, 2), M, (V / 2, N)) (16-bit operands take pairs of 8-column groups)."""
+    lay = cute.logical_divide(acc_layout, ((None, None, 2), None, None))
+    return cute.make_layout(
+        ((lay.shape[0][0], lay.shape[0][1], lay.shape[0][2][0]), lay.shape[1], (lay.shape[0][2][1], lay.shape[2])),
+        stride=((lay.stride[0][0], lay.stride[0][1], lay.stride[0][2][0]), lay.stride[1],
+                (lay.stride[0][2][1], lay.stride[2])))
+
+
+@cute.jit
+def _gemm(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor, zero_init: cutlass.Constexpr):
+    """acc (+)= a b over the k blocks of one tile: fence, issue every wgmma, commit (no wait)."""
+    warpgroup.fence()
+    atom = cute.make_mma_atom(tiled_mma.op)
+    atom.set(warpgroup.Field.ACCUMULATE, not zero_init)
+    for k in cutlass.range_constexpr(cute.size(a.shape[2])):
+        cute.gemm(atom, acc, a[None, None, k], b[None, None, k], acc)
+        atom.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+
+
+@cute.jit
+def _quad_max(x: Float32) -> Float32:
+    """Max over the four threads of a quad (they hold one accumulator row between them)."""
+    x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=1))
+    return cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=2))
+
+
+@cute.jit
+def _quad_sum(x: Float32) -> Float32:
+    x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+    return x + cute.arch.shuffle_sync_bfly(x, offset=2)
+
+
+# -------------------------------------------------------------------------------- forward kernel
+
+
+class FlashFwdSm90:
+    """One forward kernel's compile-time settings: dtype, head dim, tiles, pipeline depth, masks,
+    softcap, causal block order, and the overlap / ping-pong schedule."""
+
+    def __init__(self, dtype, head_dim: int, tile_m: int = 128, tile_n: int = 128, stages: int = 2,
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False, reverse: bool = False,
+                 overlap: bool = True):
+        self.dtype = dtype
+        self.d = head_dim
+        self.tile_m, self.tile_n, self.stages = tile_m, tile_n, stages
+        self.has_left, self.has_right, self.softcap, self.reverse = has_left, has_right, softcap, reverse
+        self.num_wg = tile_m // 64  # math warpgroups, 64 query rows each
+        self.overlap = overlap
+        self.pingpong = overlap and self.num_wg == 2
+        self.threads = WG * (self.num_wg + 1)  # + the producer warpgroup
+        # registers per thread after setmaxnreg (FA3's split: the producer keeps few)
+        self.mma_regs, self.load_regs = {1: (256, 56), 2: (240, 24), 3: (160, 32)}[self.num_wg]
+
+    @cute.jit
+    def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
+                 mM2: cute.Tensor, mL2: cute.Tensor, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
+                 win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        # (B, S, H, D) -> (S, D, H, B); lse and the two statistics (B, H, S) -> (S, H, B)
+        mQ, mK, mV, mO = [cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+                          for t in (mQ, mK, mV, mO)]
+        mLSE, mM2, mL2 = [cute.make_tensor(t.iterator, cute.select(t.layout, mode=[2, 1, 0])) for t in (mLSE, mM2, mL2)]
+        tiled_mma_qk = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_n))
+        tiled_mma_pv = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, None)
+        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, self.stages)
+        sV_layout = _smem_layout(self.dtype, self.tile_n, self.d, self.stages)
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, sQ_layout, (self.tile_m, self.d))
+        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, cute.select(sK_layout, mode=[0, 1]), (self.tile_n, self.d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, cute.select(sV_layout, mode=[0, 1]), (self.tile_n, self.d))
+        self.q_bytes = cute.size_in_bytes(self.dtype, sQ_layout)
+        self.kv_bytes = cute.size_in_bytes(self.dtype, cute.select(sK_layout, mode=[0, 1]))
+
+        @cute.struct
+        class SharedStorage:
+            mbar_q: cute.struct.MemRange[cutlass.Int64, 2]
+            mbar_k: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            mbar_v: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sQ: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sK: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sV: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sV_layout)], 1024]
+
+        grid = (cute.ceil_div(mQ.shape[0], self.tile_m), cute.size(mQ.shape[2]), cute.size(mQ.shape[3]))
+        self.kernel(tQ, tK, tV, mO, (mLSE, mM2, mL2), tma_q, tma_k, tma_v, scale_log2, cap_scale, cap_log2, win_left,
+                    win_right, sQ_layout, sK_layout, sV_layout, tiled_mma_qk, tiled_mma_pv, SharedStorage).launch(
+            grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    def _aligned(self, t):
+        """The same tensor with every stride but the last known to be a multiple of 16 bytes (the
+        host checks it): TMA descriptors and vector accesses need the fact at compile time."""
+        div = 128 // t.element_type.width
+        strides = tuple(s if isinstance(s, int) else cute.assume(s, divby=div) for s in t.stride[:-1])
+        return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
+
+    @cute.kernel
+    def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mStats: tuple,
+               tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, scale_log2: Float32,
+               cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32,
+               sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, sV_layout: cute.ComposedLayout,
+               tiled_mma_qk: cute.TiledMma, tiled_mma_pv: cute.TiledMma, SharedStorage: cutlass.Constexpr):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        m_block, head, batch = cute.arch.block_idx()
+        if const_expr(self.reverse):  # causal: the query blocks with the most keys first
+            m_block = cute.arch.grid_dim()[0] - 1 - m_block
+        if warp_idx == 0:
+            for atom in (tma_q, tma_k, tma_v):
+                cpasync.prefetch_descriptor(atom)
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(SharedStorage)
+        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)  # one arrive per math warp
+        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=1,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.q_bytes, defer_sync=True)
+        pipe_k = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_k.data_ptr(), num_stages=self.stages,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipe_v = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_v.data_ptr(), num_stages=self.stages,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipeline.pipeline_init_arrive(is_relaxed=True)
+        sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sV = storage.sV.get_tensor(sV_layout.outer, swizzle=sV_layout.inner)
+        seqlen_q = mQ.shape[0]
+        seqlen_k = mK.shape[0]
+        head_kv = head // (mQ.shape[2] // mK.shape[2])
+        blocks = self._block_range(m_block, seqlen_q, seqlen_k, win_left, win_right)
+        pipeline.pipeline_init_wait()
+
+        if warp_idx < 4:  # producer warpgroup: one warp issues the TMA loads
+            cute.arch.setmaxregister_decrease(self.load_regs)
+            if warp_idx == 0:
+                self.load(mQ, mK, mV, sQ, sK, sV, tma_q, tma_k, tma_v, pipe_q, pipe_k, pipe_v, m_block, head,
+                          head_kv, batch, blocks)
+        else:
+            cute.arch.setmaxregister_increase(self.mma_regs)
+            tidx, _, _ = cute.arch.thread_idx()
+            self.mma(tiled_mma_qk, tiled_mma_pv, mO, mStats, sQ, sK, _transpose_view(sV), pipe_q, pipe_k, pipe_v,
+                     tidx - WG, m_block, head, batch, seqlen_q, seqlen_k, blocks, scale_log2, cap_scale, cap_log2,
+                     win_left, win_right)
+
+    @cute.jit
+    def _block_range(self, m_block: Int32, seqlen_q: Int32, seqlen_k: Int32, win_left: Int32, win_right: Int32):
+        """Key blocks of this query block: [n_lo, f_lo) masked | [f_lo, f_hi) seen by every query |
+        [f_hi, n_hi) masked (causal diagonal, right window edge, the last partial block). Queries and
+        keys are aligned at the bottom right (query i sees keys up to i + seqlen_k - seqlen_q)."""
+        off = seqlen_k - seqlen_q
+        m0 = m_block * self.tile_m
+        m1 = cutlass.min(m0 + self.tile_m, seqlen_q)
+        lo = Int32(0)
+        hi = seqlen_k
+        f_lo = Int32(0)
+        f_hi = seqlen_k // self.tile_n
+        if const_expr(self.has_left):
+            lo = cutlass.max(m0 + off - win_left, 0)
+            f_lo = (cutlass.max(m1 - 1 + off - win_left, 0) + self.tile_n - 1) // self.tile_n
+        if const_expr(self.has_right):
+            hi = cutlass.min(m1 + off + win_right, seqlen_k)
+            f_hi = cutlass.min(f_hi, cutlass.max(m0 + off + win_right + 1, 0) // self.tile_n)
+        n_lo = lo // self.tile_n
+        n_hi = cutlass.max((cutlass.max(hi, 0) + self.tile_n - 1) // self.tile_n, n_lo)
+        f_lo = cutlass.min(cutlass.max(f_lo, n_lo), n_hi)
+        f_hi = cutlass.min(cutlass.max(f_hi, f_lo), n_hi)
+        return n_lo, f_lo, f_hi, n_hi
+
+    @cute.jit
+    def load(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, sQ: cute.Tensor, sK: cute.Tensor,
+             sV: cute.Tensor, tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, pipe_q, pipe_k,
+             pipe_v, m_block: Int32, head: Int32, head_kv: Int32, batch: Int32, blocks):
+        """Q once, then K and V of every key block from the last down (the consumers' order). Tiles
+        past the sequence ends are zero-filled by TMA."""
+        n_lo, _, _, n_hi = blocks
+        gQ = cute.local_tile(mQ[None, None, head, batch], (self.tile_m, self.d), (m_block, 0))
+        gK = cute.local_tile(mK[None, None, head_kv, batch], (self.tile_n, self.d), (None, 0))
+        gV = cute.local_tile(mV[None, None, head_kv, batch], (self.tile_n, self.d), (None, 0))
+        one = cute.make_layout(1)
+        tQs, tQg = cpasync.tma_partition(tma_q, 0, one, cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+        tKs, tKg = cpasync.tma_partition(tma_k, 0, one, cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+        tVs, tVg = cpasync.tma_partition(tma_v, 0, one, cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        pipe_q.producer_acquire(q_state)
+        cute.copy(tma_q, tQg, tQs, tma_bar_ptr=pipe_q.producer_get_barrier(q_state))
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        for i in cutlass.range(n_hi - n_lo, unroll=1):
+            n = n_hi - 1 - i
+            pipe_k.producer_acquire(state)
+            cute.copy(tma_k, tKg[None, n], tKs[None, state.index], tma_bar_ptr=pipe_k.producer_get_barrier(state))
+            pipe_v.producer_acquire(state)
+            cute.copy(tma_v, tVg[None, n], tVs[None, state.index], tma_bar_ptr=pipe_v.producer_get_barrier(state))
+            state.advance()
+
+    @cute.jit
+    def mma(self, tiled_mma_qk: cute.TiledMma, tiled_mma_pv: cute.TiledMma, mO: cute.Tensor, mStats: tuple,
+            sQ: cute.Tensor, sK: cute.Tensor, sVt: cute.Tensor, pipe_q, pipe_k, pipe_v, tidx: Int32, m_block: Int32,
+            head: Int32, batch: Int32, seqlen_q: Int32, seqlen_k: Int32, blocks, scale_log2: Float32,
+            cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32):
+        """The math warpgroups: partitions, the walk over the key blocks, the epilogue."""
+        n_lo, f_lo, f_hi, n_hi = blocks
+        wg = cute.arch.make_warp_uniform(tidx // WG)
+        wg_qk = tiled_mma_qk.get_slice(wg * WG)
+        wg_pv = tiled_mma_pv.get_slice(wg * WG)
+        thr_qk = tiled_mma_qk.get_slice(tidx)
+        s_tile = cute.make_identity_tensor((self.tile_m, self.tile_n))
+        ctx = {
+            "qk": tiled_mma_qk, "pv": tiled_mma_pv, "pipe_k": pipe_k, "pipe_v": pipe_v,
+            "tSrQ": wg_qk.make_fragment_A(wg_qk.partition_A(sQ)), "tSrK": wg_qk.make_fragment_B(wg_qk.partition_B(sK)),
+            "tOrVt": wg_pv.make_fragment_B(wg_pv.partition_B(sVt)),
+            "tOrP": wg_pv.make_fragment_A(wg_pv.partition_shape_A((self.tile_m, self.tile_n))),
+            "acc_O": cute.make_rmem_tensor(wg_pv.partition_shape_C((self.tile_m, self.d)), Float32),
+            "s_shape": wg_qk.partition_shape_C((self.tile_m, self.tile_n)),
+            "c_mn": _acc_mn(thr_qk.partition_C(s_tile)),
+            "t0_mn": _acc_mn(tiled_mma_qk.get_slice(0).partition_C(s_tile)),
+            "m_block": m_block, "seqlen_k": seqlen_k, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
+            "cap_scale": cap_scale, "cap_log2": cap_log2, "win_left": win_left, "win_right": win_right,
+        }
+        acc_O = ctx["acc_O"]
+        acc_O.fill(0.0)
+        n_rows = cute.size(_acc_mn(acc_O), mode=[0])
+        ctx["row_max"] = cute.make_rmem_tensor(n_rows, Float32)
+        ctx["row_sum"] = cute.make_rmem_tensor(n_rows, Float32)
+        ctx["row_max"].fill(-Float32.inf)
+        ctx["row_sum"].fill(0.0)
+        if const_expr(self.pingpong):
+            if wg == 0:  # the first math warpgroup starts: pre-arrive on its own turn barrier
+                cute.arch.barrier_arrive(barrier_id=SCHED_BARRIER, number_of_threads=2 * WG)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        pipe_q.consumer_wait(q_state)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        if const_expr(self.overlap):
+            self._walk_overlapped(ctx, state, wg, n_lo, f_lo, f_hi, n_hi)
+        else:
+            for i in cutlass.range(n_hi - f_hi, unroll=1):  # right edge: masked
+                state = self.step(ctx, n_hi - 1 - i, state, True)
+            for i in cutlass.range(f_hi - f_lo, unroll=1):  # interior: no mask
+                state = self.step(ctx, f_hi - 1 - i, state, False)
+            if const_expr(self.has_left):
+                for i in cutlass.range(f_lo - n_lo, unroll=1):  # left window edge: masked
+                    state = self.step(ctx, f_lo - 1 - i, state, True)
+        self.epilogue(tiled_mma_pv, acc_O, ctx["row_max"], ctx["row_sum"], mO, mStats, tidx, m_block, head, batch,
+                      seqlen_q, scale_log2)
+
+    @cute.jit
+    def _walk_overlapped(self, ctx, state, wg: Int32, n_lo: Int32, f_lo: Int32, f_hi: Int32, n_hi: Int32):
+        """First block: S and P only; then per block the next S and the current PV in flight
+        together; last: the final PV. Same block order as `step`'s walk."""
+        if n_hi > n_lo:
+            state = self.first_half(ctx, n_hi - 1, state)
+            top = n_hi - 1
+            for i in cutlass.range(cutlass.max(top - f_hi, 0), unroll=1):  # right edge: masked
+                state = self.overlapped_step(ctx, wg, top - 1 - i, state, True)
+            b_hi = cutlass.min(f_hi, top)
+            for i in cutlass.range(cutlass.max(b_hi - f_lo, 0), unroll=1):  # interior: no mask
+                state = self.overlapped_step(ctx, wg, b_hi - 1 - i, state, False)
+            if const_expr(self.has_left):
+                c_hi = cutlass.min(f_lo, top)
+                for i in cutlass.range(cutlass.max(c_hi - n_lo, 0), unroll=1):  # left window edge: masked
+                    state = self.overlapped_step(ctx, wg, c_hi - 1 - i, state, True)
+            self.last_half(ctx, state)
+
+    @cute.jit
+    def _scores(self, ctx, n_block: Int32, state, wait: cutlass.Constexpr):
+        """Issue S = Q K^T for the K tile in `state` (and wait for it if asked)."""
+        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        ctx["pipe_k"].consumer_wait(state)
+        _gemm(ctx["qk"], acc_S, ctx["tSrQ"], ctx["tSrK"][None, None, None, state.index], True)
+        if const_expr(wait):
+            warpgroup.wait_group(0)
+            ctx["pipe_k"].consumer_release(state)
+        return acc_S
+
+    @cute.jit
+    def _softmax(self, ctx, acc_S: cute.Tensor, n_block: Int32, mask: cutlass.Constexpr) -> cute.Tensor:
+        """The mask, then the online softmax: acc_S becomes P (unnormalised), row max and partial sums
+        are updated; returns the factor each row of O must be rescaled by. Scores stay raw (q.k) and
+        the scale enters the exponent, exp2((s - max) * scale_log2): s - max is exact, so P does not
+        inherit the rounding of scores near 1e4, and the Triton backward recomputes the same P from
+        the same raw max. With a softcap the (bounded) scores go to log2 units first."""
+        s_mn = _acc_mn(acc_S)
+        row_max, row_sum = ctx["row_max"], ctx["row_sum"]
+        rescale = cute.make_rmem_tensor(cute.size(row_max), Float32)
+        factor = ctx["scale_log2"]
+        if const_expr(self.softcap):
+            factor = Float32(1.0)
+        for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+            if const_expr(self.softcap):
+                # accurate tanh: tanh.approx errs by 2^-11, times the cap that is 1e-2 on a score
+                s_mn[r, None].store(cute.math.tanh(s_mn[r, None].load() * ctx["cap_scale"], fastmath=False)
+                                    * ctx["cap_log2"])
+            if const_expr(mask):
+                self._mask_row(ctx, s_mn, r, n_block)
+            m_prev = row_max[r]
+            m_new = _quad_max(cute.arch.fmax(m_prev, s_mn[r, None].load().reduce(cute.ReductionOp.MAX,
+                                                                                   -Float32.inf, 0)))
+            m_use = m_new
+            if m_new == -Float32.inf:  # nothing seen yet in this row: keep exp2 finite
+                m_use = Float32(0.0)
+            rescale[r] = cute.math.exp2((m_prev - m_use) * factor, fastmath=True)
+            p = cute.math.exp2((s_mn[r, None].load() - m_use) * factor, fastmath=True)
+            s_mn[r, None].store(p)
+            row_sum[r] = row_sum[r] * rescale[r] + p.reduce(cute.ReductionOp.ADD, Float32.zero, 0)
+            row_max[r] = m_new
+        return rescale
+
+    @cute.jit
+    def _mask_row(self, ctx, s_mn: cute.Tensor, r: cutlass.Constexpr, n_block: Int32):
+        """-inf where row r's keys fall outside [lo, hi): the key length, the causal diagonal / right
+        window edge, the left window edge. Thread 0's (static) column offsets are compared with the
+        limits shifted by this thread's first column, so each element costs one compare."""
+        c_mn, t0_mn, off = ctx["c_mn"], ctx["t0_mn"], ctx["off"]
+        shift = n_block * self.tile_n + c_mn[0, 0][1]
+        row = ctx["m_block"] * self.tile_m + c_mn[r, 0][0]
+        hi = ctx["seqlen_k"] - shift
+        if const_expr(self.has_right):
+            hi = cutlass.min(hi, row + off + ctx["win_right"] + 1 - shift)
+        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+            s_mn[r, c] = -Float32.inf if t0_mn[0, c][1] >= hi else s_mn[r, c]
+        if const_expr(self.has_left):
+            lo = row + off - ctx["win_left"] - shift
+            for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                s_mn[r, c] = -Float32.inf if t0_mn[0, c][1] < lo else s_mn[r, c]
+
+    @cute.jit
+    def _rescale_o(self, ctx, rescale: cute.Tensor):
+        o_mn = _acc_mn(ctx["acc_O"])
+        for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
+            o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
+
+    @cute.jit
+    def _to_p(self, ctx, acc_S: cute.Tensor):
+        """P (fp32 accumulator) into the 16-bit A-operand registers of the PV wgmma."""
+        ctx["tOrP"].store(cute.make_tensor(acc_S.iterator, _acc_as_a(acc_S.layout)).load().to(self.dtype))
+
+    @cute.jit
+    def step(self, ctx, n_block: Int32, state, mask: cutlass.Constexpr):
+        """One key block without overlap: S, softmax, O = O * rescale + P V, each waited for."""
+        acc_S = self._scores(ctx, n_block, state, True)
+        rescale = self._softmax(ctx, acc_S, n_block, mask)
+        self._to_p(ctx, acc_S)
+        self._rescale_o(ctx, rescale)
+        ctx["pipe_v"].consumer_wait(state)
+        _gemm(ctx["pv"], ctx["acc_O"], ctx["tOrP"], ctx["tOrVt"][None, None, None, state.index], False)
+        warpgroup.wait_group(0)
+        ctx["pipe_v"].consumer_release(state)
+        state.advance()
+        return state
+
+    @cute.jit
+    def first_half(self, ctx, n_block: Int32, state):
+        """The first key block (always masked: it holds the key-length edge): S and P, no PV yet."""
+        acc_S = self._scores(ctx, n_block, state, True)
+        self._softmax(ctx, acc_S, n_block, True)  # O is still zero: nothing to rescale
+        self._to_p(ctx, acc_S)
+        return state
+
+    @cute.jit
+    def overlapped_step(self, ctx, wg: Int32, n_block: Int32, state, mask: cutlass.Constexpr):
+        """S of this block and PV of the previous one in flight together; the softmax of this block
+        runs while the PV finishes; then P is replaced and O rescaled."""
+        v_state = state.clone()
+        state.advance()
+        self._turn_wait(wg)
+        acc_S = self._scores(ctx, n_block, state, False)
+        ctx["pipe_v"].consumer_wait(v_state)
+        _gemm(ctx["pv"], ctx["acc_O"], ctx["tOrP"], ctx["tOrVt"][None, None, None, v_state.index], False)
+        self._turn_pass(wg)
+        warpgroup.wait_group(1)  # S is done, the PV may still run
+        ctx["pipe_k"].consumer_release(state)
+        rescale = self._softmax(ctx, acc_S, n_block, mask)
+        warpgroup.wait_group(0)
+        ctx["pipe_v"].consumer_release(v_state)
+        self._to_p(ctx, acc_S)
+        self._rescale_o(ctx, rescale)
+        return state
+
+    @cute.jit
+    def last_half(self, ctx, state):
+        """The PV of the last key block."""
+        ctx["pipe_v"].consumer_wait(state)
+        _gemm(ctx["pv"], ctx["acc_O"], ctx["tOrP"], ctx["tOrVt"][None, None, None, state.index], False)
+        warpgroup.wait_group(0)
+        ctx["pipe_v"].consumer_release(state)
+        state.advance()
+
+    @cute.jit
+    def _turn_wait(self, wg: Int32):
+        """Ping-pong: wait for this warpgroup's turn to issue its GEMMs."""
+        if const_expr(self.pingpong):
+            cute.arch.barrier(barrier_id=SCHED_BARRIER + wg, number_of_threads=2 * WG)
+
+    @cute.jit
+    def _turn_pass(self, wg: Int32):
+        """Ping-pong: hand the turn to the other math warpgroup."""
+        if const_expr(self.pingpong):
+            cute.arch.barrier_arrive(barrier_id=SCHED_BARRIER + 1 - wg, number_of_threads=2 * WG)
+
+    @cute.jit
+    def epilogue(self, tiled_mma_pv: cute.TiledMma, acc_O: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor,
+                 mO: cute.Tensor, mStats: tuple, tidx: Int32, m_block: Int32, head: Int32, batch: Int32,
+                 seqlen_q: Int32, scale_log2: Float32):
+        """O / rowsum in the output dtype, straight from registers (rows past the sequence skipped);
+        lse = (max + log2 sum) * ln 2, +inf for a query that saw no key (its output is zeros); and the
+        raw row max (log2 units with a softcap) and log2 sum apart (0 and +inf for an empty row), for
+        the backward."""
+        factor = scale_log2
+        if const_expr(self.softcap):
+            factor = Float32(1.0)
+        thr_pv = tiled_mma_pv.get_slice(tidx)
+        o_mn = _acc_mn(acc_O)
+        c_mn = _acc_mn(thr_pv.partition_C(cute.make_identity_tensor((self.tile_m, self.d))))
+        m_keep = cute.make_rmem_tensor(cute.size(row_sum), Float32)
+        l_keep = cute.make_rmem_tensor(cute.size(row_sum), Float32)
+        for r in cutlass.range_constexpr(cute.size(row_sum)):
+            total = _quad_sum(row_sum[r])
+            inv = 1.0 / total
+            m_keep[r] = row_max[r]
+            l_keep[r] = cute.math.log2(total, fastmath=False)
+            if total == 0.0 or total != total:
+                inv = Float32(0.0)
+                m_keep[r] = Float32(0.0)
+                l_keep[r] = Float32.inf
+            o_mn[r, None].store(o_mn[r, None].load() * inv)
+        rO = cute.make_rmem_tensor(acc_O.layout.shape, self.dtype)
+        rO.store(acc_O.load().to(self.dtype))
+        r_mn = _acc_mn(rO)
+        gO = cute.local_tile(mO[None, None, head, batch], (self.tile_m, self.d), (m_block, 0))
+        g_mn = _acc_mn(thr_pv.partition_C(gO))
+        mLSE, mM2, mL2 = mStats
+        gLSE, gM2, gL2 = mLSE[None, head, batch], mM2[None, head, batch], mL2[None, head, batch]
+        for r in cutlass.range_constexpr(cute.size(r_mn, mode=[0])):
+            row = m_block * self.tile_m + c_mn[r, 0][0]
+            if row < seqlen_q:
+                for c in cutlass.range_constexpr(cute.size(r_mn, mode=[1])):
+                    g_mn[r, c] = r_mn[r, c]
+                if c_mn[0, 0][1] == 0:
+                    gLSE[row] = (m_keep[r] * factor + l_keep[r]) * LN2
+                    gM2[row] = m_keep[r]
+                    gL2[row] = l_keep[r]
+
+
+# --------------------------------------------------------------------------------- host launcher
+
+HEAD_DIMS = (64, 128)
+_CACHE: dict = {}  # compiled kernels (cute.compile does not cache)
+
+
+def _tiles(d: int) -> dict:
+    """Tiles and pipeline depth per head dim: 128 x 128 tiles, as deep a K/V ring as shared memory
+    allows (Q 32 KiB + 2 x 64 KiB of K and V at d = 128)."""
+    return {"tile_m": 128, "tile_n": 128, "stages": 2 if d > 64 else 3}
+
+
+def _cute_dtype(dtype: torch.dtype):
+    return {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
+
+
+def _to_cute(t: torch.Tensor, align: int = 16):
+    """Every mode dynamic but the unit-stride last one (one compile for all shapes). `align`: what the
+    base pointer is promised to be aligned to (the statistics, written element by element, sit at
+    any fp32 offset: stats[1] starts B * H * S floats in)."""
+    return from_dlpack(t.detach(), assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
+
+
+def _stream(t: torch.Tensor) -> cuda.CUstream:
+    return cuda.CUstream(torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0)
+
+
+def _check_cute(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """What the CuTe forward takes: (B, S, H, D) fp16/bf16, D in HEAD_DIMS, Hq a multiple of Hkv."""
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise AttentionError(f"attention (CuTe): q (B, Sq, Hq, D) and k, v (B, Sk, Hkv, D) expected; got "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise AttentionError(f"attention (CuTe): fp16 or bf16 q, k, v of one dtype expected; got {q.dtype}, "
+                             f"{k.dtype}, {v.dtype}")
+    if q.shape[3] not in HEAD_DIMS:
+        raise AttentionError(f"attention (CuTe): head dim must be one of {HEAD_DIMS}, got {q.shape[3]} "
+                             "(the Triton kernels take any up to 256)")
+    if k.shape[2] == 0 or q.shape[2] % k.shape[2]:
+        raise AttentionError(f"attention (CuTe): {q.shape[2]} query heads is not a multiple of {k.shape[2]}")
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """Unit last stride, 16-byte aligned base and strides (what _aligned promises the compiler)."""
+    es = t.element_size()
+    if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * es % 16 for s in t.stride()[:-1]):
+        return t.contiguous()
+    return t
+
+
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, softcap: float | None,
+                      window: tuple[int | None, int | None], overlap: bool = True
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(out (B, Sq, Hq, D), lse (B, Hq, Sq) fp32, stats (2, B, Hq, Sq): row max and log2 row sum for
+    the backward) by the CuTe kernel; window (left, right), None for unbounded, bottom-right aligned
+    (causal is right = 0)."""
+    _check_cute(q, k, v)
+    q, k, v = _tma_ready(q), _tma_ready(k), _tma_ready(v)
+    b, sq, hq, d = q.shape
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    stats = torch.empty((2, b, hq, sq), dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        return out, lse, stats
+    if k.shape[1] == 0:
+        stats[0].zero_()
+        stats[1].fill_(float("inf"))
+        return out.zero_(), lse.fill_(float("inf")), stats
+    win_l, win_r, has_l, has_r = _window_args(window)
+    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
+    flags = dict(_tiles(d), has_left=has_l, has_right=has_r, softcap=softcap is not None,
+                 reverse=has_r and win_r <= 0, overlap=overlap)
+    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(out), _to_cute(lse, 4), _to_cute(stats[0], 4),
+            _to_cute(stats[1], 4), Float32(qk_scale), Float32(cap_scale), Float32(cap_log2), Int32(win_l), Int32(win_r)]
+    stream = _stream(q)
+    key = (q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        compiled = cute.compile(FlashFwdSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        _CACHE[key] = compiled
+    compiled(*args, stream)
+    return out, lse, stats
+
+
+# ------------------------------------------------------------------------------------ custom ops
+
+
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, softcap: float | None,
+              window_left: int | None, window_right: int | None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if q.is_cuda:
+        return attention_forward(q, k, v, scale, softcap, (window_left, window_right))
+    return attention_cpu(q, k, v, None, None, scale, softcap, (window_left, window_right))
+
+
+def _fwd_fake(q, k, v, scale, softcap, window_left, window_right):
+    shape = (q.shape[0], q.shape[2], q.shape[1])
+    return (torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(shape, dtype=torch.float32),
+            q.new_empty((2, *shape), dtype=torch.float32))
+
+
+def _bwd_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+              lse: torch.Tensor, stats: torch.Tensor, dlse: torch.Tensor | None, scale: float, softcap: float | None,
+              window_left: int | None, window_right: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    window = (window_left, window_right)
+    if q.is_cuda:
+        return _bwd_launch(do, q, k, v, out, stats, dlse, None, None, q.shape[1], k.shape[1], scale, softcap, window)
+    return attention_cpu_backward(do, q, k, v, out, lse, dlse, None, None, scale, softcap, window)
+
+
+def _bwd_fake(do, q, k, v, out, lse, stats, dlse, scale, softcap, window_left, window_right):
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+
+
+def _setup(ctx, inputs, output) -> None:
+    q, k, v, *options = inputs
+    out, lse, stats = output
+    ctx.save_for_backward(q, k, v, out, lse, stats)
+    ctx.options = tuple(options)
+    ctx.set_materialize_grads(False)
+
+
+def _backward(ctx, dout, dlse, _dstats):
+    q, k, v, out, lse, stats = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dk, dv = torch.ops.kernelagent.attention_cute_bwd(dout, q, k, v, out, lse, stats, dlse, *ctx.options)
+    return dq, dk, dv, None, None, None, None
+
+
+def _register(name: str, impl, fake, backward=None, setup=None):
+    """`impl` as the custom op `kernelagent::<name>` with a fake and, given one, a backward; once per
+    process (another copy of this file, imported by path, reuses it)."""
+    if hasattr(torch.ops.kernelagent, name):
+        return getattr(torch.ops.kernelagent, name)
+    op = torch.library.custom_op(f"kernelagent::{name}", impl, mutates_args=())
+    op.register_fake(fake)
+    if backward is not None:
+        op.register_autograd(backward, setup_context=setup)
+    return op
+
+
+# (out, lse, stats) by the CuTe forward; differentiable (Triton backward)
+attention_cute_fwd = _register("attention_cute_fwd", _fwd_impl, _fwd_fake, _backward, _setup)
+attention_cute_bwd = _register("attention_cute_bwd", _bwd_impl, _bwd_fake)
+
+
+# ------------------------------------------------------------------------------------ public API
+
+
+def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
+    left, right = (None, None) if window is None else window
+    left = None if left is None or left < 0 else int(left)
+    right = None if right is None or right < 0 else int(right)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return left, right
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, scale: float | None = None,
+              softcap: float | None = None, window: tuple[int, int] | None = None, return_lse: bool = False):
+    """Same contract as triton.py's `attention` (bottom-right causal, window, softcap, GQA, lse),
+    forward by the CuTe kernel (head dims 64 and 128), backward by the Triton kernels."""
+    left, right = _window(causal, window)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    cap = None if softcap is None or softcap == 0 else float(softcap)
+    out, lse, _ = torch.ops.kernelagent.attention_cute_fwd(q, k, v, scale, cap, left, right)
+    return (out, lse) if return_lse else out
+
+
+# -------------------------------------------------------------------------------------- ModelNew
+
+
+class _AttentionFunction(torch.autograd.Function):
+    """The kernels without the op dispatcher, for ModelNew (the verifier checks them directly)."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, softcap: float | None,
+                window: tuple[int | None, int | None]) -> torch.Tensor:
+        out, _, stats = attention_forward(q, k, v, scale, softcap, window)
+        ctx.save_for_backward(q, k, v, out, stats)
+        ctx.options = (scale, softcap, window)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, stats = ctx.saved_tensors
+        scale, softcap, window = ctx.options
+        dq, dk, dv = _bwd_launch(dout, q, k, v, out, stats, None, None, None, q.shape[1], k.shape[1], scale, softcap,
+                                 window)
+        return dq, dk, dv, None, None, None
+
+
+class ModelNew(nn.Module):
+    """Matches reference.py's Model: the options come with the inputs."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                scale: float | None = None, softcap: float | None = None,
+                window: tuple[int, int] | None = None) -> torch.Tensor:
+        scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+        cap = None if softcap is None or softcap == 0 else float(softcap)
+        return _AttentionFunction.apply(q, k, v, scale, cap, _window(causal, window))

@@ -1,0 +1,453 @@
+"""LayerNorm (last dimension, optional weight and bias) in Triton, forward and backward, registered as
+torch custom ops.
+
+Forward: y = (x - mean) * rstd * w + b, with mean and rstd = 1/sqrt(var + eps) kept in fp32 for the
+backward. Short rows share a program ([ROWS, N] tiles); rows up to 16384 stay in registers (mean,
+then the variance of the centred row: two reductions, one read); wider rows take two passes over
+column blocks, the first merging per-lane Welford statistics (no sum-of-squares cancellation).
+Backward: a fixed grid of programs walks the row tiles, writes
+dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy*xhat)) while keeping its shares of
+dw = sum(dy * xhat) and db = sum(dy) in fp32; a second kernel sums the shares column-wise in a fixed
+order (deterministic, no atomics). A row stride is taken as it is.
+Order: launch tables -> kernels -> launchers -> custom ops -> public API -> ModelNew.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+# ---------------------------------------------------------------------------------- launch tables
+# The same tables as rms_norm (one more reduction and a bias; the same traffic); untuned for
+# LayerNorm itself: `benchmarks/rowwise_peers.py --tune` prints the best per width.
+FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 8, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
+             (16384, 1, 16))
+LOOP_FWD = (4096, 8)  # (column block, num_warps)
+# (widest padded row, rows per tile, num_warps, programs per SM); the tile of x and dy is held twice
+BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 8, 4),
+             (2048, 1, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
+LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
+DW_BLOCK = 256  # columns per program when summing the dw / db shares
+INTERPRETER_PROGRAMS = 3  # backward programs under the interpreter: several, so the tile loop runs
+
+
+def pick(table: tuple[tuple[int, ...], ...], n_cols: int) -> tuple[int, ...] | None:
+    """(BLOCK, *entry[1:]) for a row of n_cols from a launch table, or None: loop over columns."""
+    block = triton.next_power_of_2(max(n_cols, 1))
+    for entry in table:
+        if block <= entry[0]:
+            return (block, *entry[1:])
+    return None
+
+
+# ----------------------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _ln_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+                   ROWS: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+    tl.store(mean_ptr + rows, mean[:, None], mask=rows < n_rows)
+    tl.store(rstd_ptr + rows, rstd[:, None], mask=rows < n_rows)
+    y = xc * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    if HAS_B:
+        y = y + tl.load(b_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    tl.store(y_ptr + rows * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _ln_fwd_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, x_stride, y_stride, eps,
+                          BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row * y_stride
+    cols = tl.arange(0, BLOCK)
+    # Welford per lane (count, mean, sum of squared deviations), merged across lanes at the end
+    cnt = tl.zeros([BLOCK], tl.float32)
+    avg = tl.zeros([BLOCK], tl.float32)
+    m2 = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        valid = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=valid, other=0.0).to(tl.float32)
+        cnt += tl.where(valid, 1.0, 0.0)
+        delta = tl.where(valid, x - avg, 0.0)
+        avg += delta / tl.maximum(cnt, 1.0)
+        m2 += delta * tl.where(valid, x - avg, 0.0)
+    mean = tl.sum(cnt * avg, axis=0) / n_cols
+    dev = avg - mean
+    var = tl.sum(m2 + cnt * dev * dev, axis=0) / n_cols
+    rstd = tl.rsqrt(var + eps)
+    tl.store(mean_ptr + row, mean)
+    tl.store(rstd_ptr + row, rstd)
+    n_blocks = tl.cdiv(n_cols, BLOCK)
+    for i in range(0, n_blocks):
+        start = (n_blocks - 1 - i) * BLOCK  # last block first: it is the one still in L2
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean) * rstd
+        if HAS_W:
+            y = y * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _ln_bwd_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols,
+                   x_stride, dy_stride, dx_stride, ROWS: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+                   HAS_B: tl.constexpr):
+    # xhat = (x - mean) * rstd;  dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy*xhat))
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)[None, :]
+    cmask = cols < n_cols
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    dw = tl.zeros([ROWS, BLOCK], tl.float32)
+    db = tl.zeros([ROWS, BLOCK], tl.float32)
+    n_tiles = tl.cdiv(n_rows, ROWS)
+    rows = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # int64: row * stride may pass 2**31
+    mask = (rows < n_rows) & cmask
+    x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
+    for _tile in range(pid, n_tiles, programs):
+        # load the next tile while this one is reduced (the loop is latency-bound otherwise)
+        next_rows = rows + programs.to(tl.int64) * ROWS
+        next_mask = (next_rows < n_rows) & cmask
+        x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
+        dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
+        mean = tl.load(mean_ptr + rows, mask=rows < n_rows, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+        xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+        dyf = dy.to(tl.float32)
+        wdy = dyf * w if HAS_W else dyf
+        c1 = tl.sum(wdy * xhat, axis=1)[:, None] / n_cols
+        c2 = tl.sum(wdy, axis=1)[:, None] / n_cols
+        dx = (wdy - c2 - xhat * c1) * rstd
+        tl.store(dx_ptr + rows * dx_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if HAS_W:
+            dw += dyf * xhat
+        if HAS_B:
+            db += dyf
+        rows = next_rows
+        mask = next_mask
+        x = x_next
+        dy = dy_next
+    if HAS_W:
+        tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
+    if HAS_B:
+        tl.store(db_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(db, axis=0)[None, :], mask=cmask)
+
+
+@triton.jit
+def _ln_bwd_looped_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows,
+                          n_cols, x_stride, dy_stride, dx_stride, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+                          HAS_B: tl.constexpr):
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    dw_row = dw_part_ptr + pid.to(tl.int64) * n_cols  # this program's own shares: no other writer
+    db_row = db_part_ptr + pid.to(tl.int64) * n_cols
+    for start in range(0, n_cols, BLOCK):
+        if HAS_W:
+            tl.store(dw_row + start + cols, tl.zeros([BLOCK], tl.float32), mask=start + cols < n_cols)
+        if HAS_B:
+            tl.store(db_row + start + cols, tl.zeros([BLOCK], tl.float32), mask=start + cols < n_cols)
+    n_blocks = tl.cdiv(n_cols, BLOCK)
+    for row32 in range(pid, n_rows, programs):
+        row = row32 + tl.zeros([], tl.int64)  # int64 (row * stride may pass 2**31), also in the interpreter
+        mean = tl.load(mean_ptr + row)
+        rstd = tl.load(rstd_ptr + row)
+        acc1 = tl.zeros([BLOCK], tl.float32)
+        acc2 = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            mask = start + cols < n_cols
+            xhat = tl.where(mask, (tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0)
+                                   .to(tl.float32) - mean) * rstd, 0.0)
+            wdy = tl.load(dy_ptr + row * dy_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+            if HAS_W:
+                wdy = wdy * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+            acc1 += wdy * xhat
+            acc2 += wdy
+        c1 = tl.sum(acc1, axis=0) / n_cols
+        c2 = tl.sum(acc2, axis=0) / n_cols
+        for i in range(0, n_blocks):
+            start = (n_blocks - 1 - i) * BLOCK  # last block first: it is the one still in L2
+            mask = start + cols < n_cols
+            x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+            xhat = (x - mean) * rstd
+            dyf = tl.load(dy_ptr + row * dy_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+            wdy = dyf
+            if HAS_W:
+                wdy = dyf * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+            dx = (wdy - c2 - xhat * c1) * rstd
+            tl.store(dx_ptr + row * dx_stride + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            if HAS_W:
+                dw = tl.load(dw_row + start + cols, mask=mask, other=0.0)
+                tl.store(dw_row + start + cols, dw + dyf * xhat, mask=mask)
+            if HAS_B:
+                db = tl.load(db_row + start + cols, mask=mask, other=0.0)
+                tl.store(db_row + start + cols, db + dyf, mask=mask)
+
+
+@triton.jit
+def _column_sum_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK: tl.constexpr):
+    # out[c] = sum_p part[p, c], summed in order p = 0, 1, ... (the same bits on every run)
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    acc = tl.zeros([BLOCK], tl.float32)
+    for p in range(0, n_parts):
+        acc += tl.load(part_ptr + p * n_cols + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------------------- launchers
+
+# Under TRITON_INTERPRET=1 @triton.jit gives interpreted functions: the kernels then run on CPU tensors.
+INTERPRETING = not isinstance(_ln_fwd_kernel, triton.runtime.JITFunction)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """A 2-D [rows, cols] view with unit column stride (copies only when the last dim is strided)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _programs(t: torch.Tensor, per_sm: int, n_tiles: int) -> int:
+    target = per_sm * _sm_count(t.device.index or 0) if t.is_cuda else INTERPRETER_PROGRAMS
+    return max(1, min(n_tiles, target))
+
+
+def launch_fwd(x, w, b, y, mean, rstd, eps: float) -> None:
+    """y, mean and rstd for 2-D x; w and b may be None."""
+    n_rows, n_cols = x.shape
+    has_w, has_b = w is not None, b is not None
+    args = (x, w if has_w else x, b if has_b else x, y, mean, rstd, n_rows, n_cols, x.stride(0), y.stride(0), eps)
+    cfg = pick(FWD_TABLE, n_cols)
+    if cfg is not None:
+        block, rows, warps = cfg
+        _ln_fwd_kernel[(triton.cdiv(n_rows, rows),)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b,
+                                                     num_warps=warps)
+    else:
+        block, warps = LOOP_FWD
+        _ln_fwd_looped_kernel[(n_rows,)](*args[:6], *args[7:], BLOCK=block, HAS_W=has_w, HAS_B=has_b,
+                                         num_warps=warps)
+
+
+def launch_bwd(x, w, dy, mean, rstd, dx, dw, db) -> None:
+    """dx, and dw / db where given, for 2-D x and dy; mean and rstd [rows] fp32."""
+    n_rows, n_cols = x.shape
+    has_w, has_b = w is not None, db is not None
+    cfg = pick(BWD_TABLE, n_cols)
+    block, rows, warps, per_sm = cfg if cfg is not None else (LOOP_BWD[0], 1, *LOOP_BWD[1:])
+    programs = _programs(x, per_sm, triton.cdiv(n_rows, rows))
+    dw_part = torch.empty((programs, n_cols) if has_w else (1,), dtype=torch.float32, device=x.device)
+    db_part = torch.empty((programs, n_cols) if has_b else (1,), dtype=torch.float32, device=x.device)
+    args = (x, w if has_w else x, dy, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, x.stride(0), dy.stride(0),
+            dx.stride(0))
+    if cfg is not None:
+        _ln_bwd_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps)
+    else:
+        _ln_bwd_looped_kernel[(programs,)](*args, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps)
+    for part, out in ((dw_part, dw), (db_part, db)):
+        if out is not None:
+            _column_sum_kernel[(triton.cdiv(n_cols, DW_BLOCK),)](part, out, programs, n_cols, BLOCK=DW_BLOCK,
+                                                                 num_warps=4)
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, cpu: bool = False) -> None:
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16) + ((torch.float64,) if cpu else ()):
+        raise TypeError(f"layer_norm: float32, float16 or bfloat16 input expected, got {x.dtype}")
+    if x.dim() == 0:
+        raise ValueError("layer_norm: the input needs at least one dimension")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and p.shape != x.shape[-1:]:
+            raise ValueError(f"layer_norm: {name} shape {tuple(p.shape)} does not match the last dim of x "
+                             f"{tuple(x.shape)}")
+
+
+def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                       eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The Triton forward: (y, mean, rstd), the statistics in fp32, one per row."""
+    _check(x, weight, bias)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    mean = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    if x.numel():
+        launch_fwd(_rows(x), None if weight is None else weight.contiguous(),
+                   None if bias is None else bias.contiguous(), y.view(-1, x.shape[-1]), mean.view(-1),
+                   rstd.view(-1), eps)
+    return y, mean, rstd
+
+
+def layer_norm_backward(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, dy: torch.Tensor,
+                        mean: torch.Tensor, rstd: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The Triton backward: (dx, dweight, dbias), None for a missing weight or bias."""
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw = None if weight is None else torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
+    db = None if bias is None else torch.empty(bias.shape, dtype=bias.dtype, device=bias.device)
+    if x.numel():
+        launch_bwd(_rows(x), None if weight is None else weight.contiguous(), _rows(dy.to(x.dtype)),
+                   mean.reshape(-1), rstd.reshape(-1), dx.view(-1, x.shape[-1]), dw, db)
+    else:
+        for g in (dw, db):
+            if g is not None:
+                g.zero_()
+    return dx, dw, db
+
+
+# -------------------------------------------------------------------------------------- custom ops
+# CPU without the interpreter: plain torch in fp32 (the reference path); CUDA: the kernels above.
+
+
+def _up(t: torch.Tensor) -> torch.Tensor:
+    """The CPU path's working precision: fp32, or fp64 for fp64 inputs."""
+    return t.double() if t.dtype == torch.float64 else t.float()
+
+
+def _stat_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _on_triton(t: torch.Tensor) -> bool:
+    return t.is_cuda or INTERPRETING
+
+
+def _torch_fwd(x, weight, bias, eps):
+    xf = _up(x)
+    mean = xf.mean(-1)
+    xc = xf - mean[..., None]
+    rstd = torch.rsqrt(xc.pow(2).mean(-1) + eps)
+    y = xc * rstd[..., None]
+    if weight is not None:
+        y = y * _up(weight)
+    if bias is not None:
+        y = y + _up(bias)
+    return y.to(x.dtype).contiguous(), mean, rstd
+
+
+def _torch_bwd(x, weight, bias, dy, mean, rstd):
+    xhat = (_up(x) - mean[..., None]) * rstd[..., None]
+    dyf = _up(dy)
+    wdy = dyf * _up(weight) if weight is not None else dyf
+    dx = (wdy - wdy.mean(-1, keepdim=True) - xhat * (wdy * xhat).mean(-1, keepdim=True)) * rstd[..., None]
+    n = x.shape[-1]
+    dw = (dyf * xhat).reshape(-1, n).sum(0).to(weight.dtype) if weight is not None else None
+    db = dyf.reshape(-1, n).sum(0).to(bias.dtype) if bias is not None else None
+    return dx.to(x.dtype).contiguous(), dw, db
+
+
+def _fwd_impl(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if _on_triton(x):
+        return layer_norm_forward(x, weight, bias, eps)
+    _check(x, weight, bias, cpu=True)
+    return _torch_fwd(x, weight, bias, eps)
+
+
+def _bwd_impl(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, dy: torch.Tensor,
+              mean: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    run = layer_norm_backward if _on_triton(x) else _torch_bwd
+    dx, dw, db = run(x, weight, bias, dy, mean, rstd)
+    # an op cannot return None: an empty tensor stands for a missing weight or bias gradient
+    return dx, (dw if dw is not None else x.new_empty(0)), (db if db is not None else x.new_empty(0))
+
+
+def _fwd_fake(x, weight, bias, eps):
+    stat = x.new_empty(x.shape[:-1], dtype=_stat_dtype(x))
+    return torch.empty_like(x, memory_format=torch.contiguous_format), stat, torch.empty_like(stat)
+
+
+def _bwd_fake(x, weight, bias, dy, mean, rstd):
+    dw = weight.new_empty(weight.shape) if weight is not None else x.new_empty(0)
+    db = bias.new_empty(bias.shape) if bias is not None else x.new_empty(0)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), dw, db
+
+
+def _setup(ctx, inputs, output) -> None:
+    x, weight, bias, _ = inputs
+    ctx.save_for_backward(x, weight, bias, output[1], output[2])
+
+
+def _backward(ctx, dy, _dmean, _drstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    dx, dw, db = torch.ops.kernelagent.layer_norm_bwd(x, weight, bias, dy, mean, rstd)
+    return dx, (dw if weight is not None else None), (db if bias is not None else None), None
+
+
+def _register(name: str, impl, fake, backward=None, setup=None):
+    """`impl` as the custom op `kernelagent::<name>` with a fake implementation and, given one, a
+    backward. Registered once per process: another copy of this file (imported by path) reuses it."""
+    if hasattr(torch.ops.kernelagent, name):
+        return getattr(torch.ops.kernelagent, name)
+    op = torch.library.custom_op(f"kernelagent::{name}", impl, mutates_args=())
+    op.register_fake(fake)
+    if backward is not None:
+        op.register_autograd(backward, setup_context=setup)
+    return op
+
+
+# (y, mean, rstd): y = (x - mean) * rstd * weight + bias in x's dtype, statistics in fp32; differentiable
+layer_norm_fwd = _register("layer_norm_fwd", _fwd_impl, _fwd_fake, _backward, _setup)
+# (dx, dweight, dbias) from x, weight, bias, the output gradient and the saved statistics
+layer_norm_bwd = _register("layer_norm_bwd", _bwd_impl, _bwd_fake)
+
+
+# -------------------------------------------------------------------------------------- public API
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dimension (F.layer_norm(x, x.shape[-1:], weight, bias, eps)),
+    differentiable in x, weight and bias; output in x's dtype. Any device, fake and meta tensors,
+    torch.compile."""
+    y, _, _ = torch.ops.kernelagent.layer_norm_fwd(x, weight, bias, float(eps))
+    return y
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    """The kernels without the op dispatcher, for ModelNew (the verifier checks them directly)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+        y, mean, rstd = layer_norm_forward(x, weight, bias, eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        dx, dw, db = layer_norm_backward(x, weight, bias, dy, mean, rstd)
+        return dx, dw, db, None
+
+
+class ModelNew(nn.Module):
+    """Matches reference.py's Model: LayerNorm with `weight` and `bias` parameters."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        # initialised as the reference does (the verifier copies the reference's values in anyway)
+        self.weight = nn.Parameter((1.0 + 0.1 * torch.randn(hidden_size)).to(torch.bfloat16))
+        self.bias = nn.Parameter((0.1 * torch.randn(hidden_size)).to(torch.bfloat16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _LayerNormFunction.apply(x, self.weight, self.bias, self.eps)

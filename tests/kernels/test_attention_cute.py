@@ -1,0 +1,138 @@
+"""The CuTe DSL attention forward (kernelagent/kernels/attention/cute.py) without a GPU.
+
+* The backward block shared with triton.py is identical in both files.
+* Both kernel files pass the verifier's static policy (ModelNew reaches only our own kernels).
+* Compile-only for sm_90a, in a child process (this file run as a script, the verifier's CuTe
+  hooks installed, launches skipped): causal and not, head dims 64 and 128, fp16 and bf16, a window
+  with softcap, the overlapped (ping-pong) and plain schedules; ptxas registers and spills, and
+  what the PTX holds (wgmma, TMA loads, setmaxnreg, the named barriers of the ping-pong).
+Numerics need the H200: tests/kernels/test_attention_gpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "kernelagent" / "kernels" / "attention"
+BEGIN, END = "# ==== shared backward:", "# ==== end of the shared backward ===="
+# (head dim, window, softcap, overlap, dtype, (b, sq, sk, hq, hkv)): what the child compiles; 1 x 37 x 2
+# puts the second softmax statistic at a 296-byte offset (not 16-byte aligned: the verifier found it)
+CASES = [(128, (None, 0), None, True, "bfloat16", (2, 200, 190, 4, 2)),
+         (64, (None, None), None, False, "float16", (1, 37, 37, 2, 1)),
+         (128, (16, 3), 20.0, True, "bfloat16", (2, 200, 190, 4, 2))]
+
+
+def _block(path: Path) -> str:
+    text = path.read_text()
+    return text[text.index(BEGIN):text.index(END)]
+
+
+def test_shared_backward_block_is_identical():
+    triton_block, cute_block = _block(FOLDER / "triton.py"), _block(FOLDER / "cute.py")
+    assert "def _bwd_launch(" in triton_block and "def attention_cpu(" in triton_block
+    assert triton_block == cute_block, "the shared backward block differs between triton.py and cute.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["triton.py", "cute.py"])
+def test_library_files_pass_the_static_policy(name):
+    from kernelagent.verifier.policy.check import check_policy
+
+    result = check_policy((FOLDER / name).read_text(), name)
+    assert result.ok, "\n".join(f"{f.line}: {f.rule}: {f.snippet} ({f.message})" for f in result.findings)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict:
+    dump = tmp_path_factory.mktemp("ptx")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
+    env.update(CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(dump),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
+    proc = subprocess.run([sys.executable, str(Path(__file__))], cwd=str(dump), env=env, capture_output=True,
+                          text=True, timeout=1500)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")), None)
+    assert line is not None, f"child failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(line[5:])
+
+
+@pytest.mark.cute
+@pytest.mark.slow
+def test_forward_compiles_for_sm90a_in_every_variant(compiled):
+    errors = [f"{c['case']}: {c['error']}" for c in compiled["cases"] if c["error"]]
+    assert not errors, "\n\n".join(errors)
+    assert all(c["launches"] == 1 for c in compiled["cases"]), compiled["cases"]
+    assert len(compiled["compiles"]) == len(CASES)
+    for c in compiled["compiles"]:
+        assert c["registers"] and not c["spills"] and not c["stack_bytes"], c
+
+
+@pytest.mark.cute
+@pytest.mark.slow
+def test_ptx_has_tma_wgmma_register_split_and_ping_pong(compiled):
+    ptx = compiled["ptx"]
+    assert len(ptx) == len(CASES), ptx
+    for case, facts in ptx.items():
+        assert facts and facts["wgmma"] >= 16 and facts["tma_load"] >= 3 and facts["setmaxnreg"] >= 2, (case, facts)
+        overlapped = "True" in case.split("]")[0].split(",")[-2]
+        assert (facts["named_barriers"] >= 3) == overlapped, (case, facts)  # pre-arrive, wait, pass
+
+
+# ------------------------------------------------------------------------- the compile-only child
+
+
+NAMED_BARRIER = re.compile(r"\bbar\.(?:sync|arrive)\s+[^,;]+,\s*256;")  # two warpgroups: the ping-pong
+
+
+def _ptx_facts(folder: Path) -> dict | None:
+    """Facts of the newest PTX dump (every variant dumps to the same file name: read it at once)."""
+    paths = sorted(folder.glob("*.ptx"), key=lambda p: p.stat().st_mtime)
+    if not paths:
+        return None
+    text = paths[-1].read_text(errors="replace")
+    return {"wgmma": len(re.findall(r"wgmma\.mma_async", text)),
+            "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor", text)),
+            "setmaxnreg": len(re.findall(r"setmaxnreg", text)), "named_barriers": len(NAMED_BARRIER.findall(text))}
+
+
+def _child() -> None:
+    import traceback
+
+    import torch
+
+    from kernelagent.verifier.cute import support as cs
+
+    stats: dict = {}
+    cs.install_hooks(stats)
+    from kernelagent.kernels.attention import cute as ac
+
+    cases, ptx = [], {}
+    dump = Path(os.environ.get("CUTE_DSL_DUMP_DIR", "."))
+    with cs.compile_only_mode(stats):
+        for d, window, cap, overlap, dtype, (b, sq, sk, hq, hkv) in CASES:
+            dt = getattr(torch, dtype)
+            q = torch.randn(b, sq, hq, d, dtype=dt)
+            k = torch.randn(b, sk, hkv, d, dtype=dt)
+            before = stats["cute_launches_skipped"]
+            try:
+                ac.attention_forward(q, k, k, d ** -0.5, cap, window, overlap=overlap)
+                error = None
+            except Exception as e:  # noqa: BLE001 - reported per case, the test names it
+                error = f"{type(e).__name__}: {cs.clean_error(str(e))[:1500]}\n{traceback.format_exc()[-1500:]}"
+            cases.append({"case": [d, window, cap, overlap, dtype], "shape": [b, sq, sk, hq, hkv], "error": error,
+                          "launches": stats["cute_launches_skipped"] - before})
+            ptx[str(cases[-1]["case"])] = _ptx_facts(dump)
+    compiles = [{k: c.get(k) for k in ("kernel", "registers", "spills", "stack_bytes", "compile_seconds")}
+                for c in stats.get("cute_compiles", [])]
+    print("JSON:" + json.dumps({"cases": cases, "compiles": compiles, "ptx": ptx}))
+
+
+if __name__ == "__main__":
+    _child()

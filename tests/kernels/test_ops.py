@@ -1,0 +1,171 @@
+"""kernelagent.ops, the public API, on CPU without the interpreter: the functions (CPU implementation:
+torch in fp32) forward and backward against torch, the drop-in modules against torch's own
+(parameters, init, load_state_dict), opcheck of every registered op, torch.compile(fullgraph=True),
+meta tensors, input errors, the backend switch and the lazily loaded losses.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelagent import ops
+from tests.kernels.rowwise_cases import check, failures, opcheck_all, ours
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "rms_norm", "rms_norm_add", "layer_norm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_functions_match_torch_on_cpu(op, dtype):
+    rows = []
+    for shape, variant in (((5, 33), ""), ((2, 3, 17), ""), ((4, 40), "strided"), ((3, 9), "no_weight")):
+        rows += check(op, ours(ops, op), shape, dtype, variant)
+    assert len(rows) >= 8
+    assert not failures(rows), "\n".join(failures(rows))
+
+
+def test_every_op_passes_opcheck():
+    results = opcheck_all()
+    assert len(results) == 10
+    for name, res in results.items():
+        assert set(res.values()) == {"SUCCESS"}, f"{name}: {res}"
+
+
+def test_calling_the_op_directly_has_a_backward():
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, requires_grad=True)
+    y, rstd = torch.ops.kernelagent.rms_norm_fwd(x, w, 1e-6)
+    y.sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    F.rms_norm(x2, (8,), w2, 1e-6).sum().backward()
+    assert torch.allclose(x.grad, x2.grad, atol=1e-5) and torch.allclose(w.grad, w2.grad, atol=1e-5)
+    assert rstd.shape == (4,) and rstd.dtype == torch.float32
+
+
+class _Block(torch.nn.Module):
+    """A pre-norm residual block using every op (what a model would do)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.norm = ops.RMSNorm(n)
+        self.ln = ops.LayerNorm(n)
+
+    def forward(self, x, residual):
+        h, s = ops.rms_norm_add(x, residual, self.norm.weight)
+        return ops.softmax(self.ln(h), -1) + ops.log_softmax(s, 0), s
+
+
+def test_torch_compile_fullgraph_traces_forward_and_backward():
+    torch.manual_seed(0)
+    block = _Block(16)
+    x, r = torch.randn(6, 16, requires_grad=True), torch.randn(6, 16, requires_grad=True)
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    out, s = compiled(x, r)
+    (out.sum() + s.square().sum()).backward()
+    grads = [x.grad, r.grad, block.norm.weight.grad, block.ln.weight.grad, block.ln.bias.grad]
+    x2, r2 = x.detach().clone().requires_grad_(), r.detach().clone().requires_grad_()
+    for p in block.parameters():
+        p.grad = None
+    out2, s2 = block(x2, r2)
+    (out2.sum() + s2.square().sum()).backward()
+    ref = [x2.grad, r2.grad, block.norm.weight.grad, block.ln.weight.grad, block.ln.bias.grad]
+    assert torch.allclose(out, out2, atol=1e-6)
+    assert all(g is not None and torch.allclose(g, h, atol=1e-5) for g, h in zip(grads, ref, strict=True))
+
+
+def test_meta_tensors_give_shapes_without_computing():
+    x = torch.empty(3, 7, 64, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(64, device="meta", dtype=torch.bfloat16)
+    assert ops.softmax(x).shape == x.shape and ops.log_softmax(x, 1).device.type == "meta"
+    y, s = ops.rms_norm_add(x, x, w)
+    assert y.shape == s.shape == x.shape and y.dtype == torch.bfloat16
+    assert ops.layer_norm(x, w, w).shape == x.shape
+
+
+@pytest.mark.parametrize("normalized_shape", [16, (4, 16)])
+def test_norm_modules_are_drop_in(normalized_shape):
+    x = torch.randn(3, 4, 16)
+    ref = torch.nn.RMSNorm(normalized_shape, eps=1e-6)
+    mine = ops.RMSNorm(normalized_shape, eps=1e-6)
+    assert set(mine.state_dict()) == set(ref.state_dict()) and torch.equal(mine.weight, ref.weight)
+    with torch.no_grad():
+        ref.weight.normal_()
+    mine.load_state_dict(ref.state_dict())
+    assert torch.allclose(mine(x), ref(x), atol=1e-5)
+    ref_ln, mine_ln = torch.nn.LayerNorm(normalized_shape), ops.LayerNorm(normalized_shape)
+    assert set(mine_ln.state_dict()) == set(ref_ln.state_dict())
+    assert torch.equal(mine_ln.weight, ref_ln.weight) and torch.equal(mine_ln.bias, ref_ln.bias)
+    with torch.no_grad():
+        ref_ln.weight.normal_()
+        ref_ln.bias.normal_()
+    mine_ln.load_state_dict(ref_ln.state_dict())
+    assert torch.allclose(mine_ln(x), ref_ln(x), atol=1e-5)
+
+
+def test_norm_modules_without_affine_or_bias():
+    x = torch.randn(5, 12)
+    assert ops.RMSNorm(12, elementwise_affine=False).weight is None
+    plain, ref_plain = ops.RMSNorm(12, elementwise_affine=False), torch.nn.RMSNorm(12, elementwise_affine=False)
+    assert torch.allclose(plain(x), ref_plain(x), atol=1e-6)
+    ln, ref = ops.LayerNorm(12, bias=False), torch.nn.LayerNorm(12, bias=False)
+    assert ln.bias is None and set(ln.state_dict()) == set(ref.state_dict()) == {"weight"}
+    assert torch.allclose(ln(x), ref(x), atol=1e-6)
+    assert ops.LayerNorm(12, elementwise_affine=False).weight is None
+    with pytest.raises(ValueError, match="ending in"):
+        ops.RMSNorm(13)(x)
+
+
+def test_rms_norm_default_eps_is_torchs():
+    x = torch.randn(4, 8).to(torch.bfloat16) * 1e-3  # small: eps matters
+    assert torch.allclose(ops.rms_norm(x).float(), F.rms_norm(x, (8,)).float(), atol=1e-2, rtol=1e-2)
+    assert torch.allclose(ops.RMSNorm(8)(x).float(), torch.nn.RMSNorm(8, dtype=torch.bfloat16)(x).float(),
+                          atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+def test_softmax_modules_take_any_dim(dim):
+    x = torch.randn(3, 4, 5)
+    assert torch.allclose(ops.Softmax(dim)(x), torch.nn.Softmax(dim)(x), atol=1e-6)
+    assert torch.allclose(ops.LogSoftmax(dim)(x), torch.nn.LogSoftmax(dim)(x), atol=1e-5)
+    assert torch.allclose(ops.softmax(x, 1, dtype=torch.float64), torch.softmax(x, 1, dtype=torch.float64))
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        ops.softmax(torch.arange(6).reshape(2, 3))
+    with pytest.raises(ValueError, match="does not match the last dim"):
+        ops.rms_norm(torch.randn(2, 8), torch.randn(7))
+    with pytest.raises(ValueError, match="residual shape"):
+        ops.rms_norm_add(torch.randn(2, 8), torch.randn(3, 8))
+    with pytest.raises(ops.BackendError, match="unknown backend"):
+        ops.set_backend("cuda")
+
+
+def test_losses_and_attention_load_on_first_use():
+    from kernelagent.kernels.attention import triton as attention_triton
+    from kernelagent.kernels.cross_entropy import triton as ce_triton
+    assert ops.cross_entropy is ce_triton.cross_entropy
+    assert ops.attention is attention_triton.attention and ops.sdpa is attention_triton.sdpa
+    assert {"attention", "attention_varlen", "linear_cross_entropy"} <= set(ops.__all__)
+    with pytest.raises(AttributeError, match="no attribute"):
+        ops.no_such_op  # noqa: B018
+
+
+@pytest.mark.cute
+def test_cute_backend_runs_the_same_api():
+    ops.set_backend("cute")
+    try:
+        assert ops.get_backend() == "cute"
+        x = torch.randn(4, 10, requires_grad=True)
+        y = ops.softmax(x)  # CPU: the cute ops' torch implementation, through their own registered ops
+        y.backward(torch.ones_like(y))
+        assert torch.allclose(y, torch.softmax(x, -1)) and x.grad.abs().max() < 1e-6
+        rows = check("layer_norm", lambda a, w, b: ops.layer_norm(a, w, b, 1e-5), (3, 9), torch.float32)
+        assert not failures(rows)
+        ops.set_backend("auto")  # CuTe only for CUDA rows of AUTO_CUTE_FROM columns or more
+        assert ops.get_backend() == "auto"
+        assert ops._kernels("softmax", x).__name__.endswith("softmax.triton")
+        assert torch.allclose(ops.softmax(x), torch.softmax(x, -1))
+    finally:
+        ops.set_backend("triton")
+    assert ops.get_backend() == "triton"

@@ -1,0 +1,64 @@
+"""The row-wise library kernels in Triton (kernelagent/kernels/{softmax,log_softmax,rms_norm,layer_norm}/
+triton.py) under the CPU interpreter, in one child process: forward and backward of every public
+function against torch in float64 (all paths: several rows per program, one row in registers, the
+column loops, odd widths, 3-D and strided inputs, no weight / bias, the fused residual add), each
+ModelNew against its reference.py, and opcheck of the registered ops with the kernels behind them.
+
+Cases: tests/kernels/rowwise_cases.py; tolerances: tests/helpers/tolerance.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.interp import run_in_interpreter
+from tests.kernels.rowwise_cases import FWD_OPS, INTERP_CASES, OPS, failures
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    code = ("from tests.helpers.interp import emit\n"
+            "from tests.kernels import rowwise_cases as c\n"
+            "emit({'functions': c.interp_functions(), **c.interp_extras()})\n")
+    return run_in_interpreter(code, timeout=900)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_forward_and_backward_match_torch(results, op):
+    rows = [r for r in results["functions"] if r["op"] == op]
+    cases = {(o, s, v) for o, s, v, _ in INTERP_CASES if o == op}
+    assert {r["case"] for r in rows} == {f"{tuple(s)} {v}".strip() for _, s, v in cases}
+    assert any(r["what"].startswith("grad") for r in rows) and any(r["what"] == "out0" for r in rows)
+    assert not failures(rows), "\n".join(failures(rows))
+
+
+def test_every_input_gradient_is_checked(results):
+    # x (and weight, bias, residual where the op has them): one row each, none missing
+    per_case = {}
+    for r in results["functions"]:
+        per_case.setdefault((r["op"], r["case"], r["dtype_name"]), set()).add(r["what"])
+    assert per_case[("layer_norm", "(37, 3)", "float32")] == {"out0", "grad0", "grad1", "grad2"}
+    assert per_case[("rms_norm_add", "(37, 3)", "float32")] == {"out0", "out1", "grad0", "grad1", "grad2"}
+    assert per_case[("rms_norm", "(9, 100) no_weight", "float32")] == {"out0", "grad0"}
+
+
+def test_model_new_matches_reference(results):
+    rows = results["models"]
+    assert {r["op"] for r in rows} == {"softmax", "log_softmax", "rms_norm", "layer_norm"}
+    assert not failures(rows), "\n".join(failures(rows))
+
+
+def test_registered_ops_pass_opcheck(results):
+    assert set(results["opcheck"]) == set(FWD_OPS)
+    for name, res in results["opcheck"].items():
+        assert set(res.values()) == {"SUCCESS"}, f"{name}: {res}"
+
+
+def test_failures_are_reported():
+    # the checker itself must flag a bad row: a wrong value, a wrong dtype, a missing gradient
+    row = {"op": "softmax", "case": "x", "dtype_name": "float32", "what": "out0", "dtype": "torch.float32",
+           "ref_dtype": "torch.float32", "shape": [2], "ref_shape": [2], "nan": False, "rel": 3e-5, "peak": 1e-5,
+           "floor": 1e-7, "floor_peak": 1e-7}
+    assert failures([row]) and not failures([dict(row, rel=1e-7)])
+    assert failures([dict(row, rel=1e-7, dtype="torch.bfloat16")])
+    assert failures([dict(row, dtype="None", shape=[])])
