@@ -29,4 +29,27 @@ def mcp(
         serve(device=device.value, workers=workers, record_attempts=record)
     except ValueError as e:   # --device cuda without a GPU, a bad KERNELAGENT_CACHE_MAX_GB
         raise fail(str(e)) from e
+    except (BrokenPipeError, ConnectionResetError):
+        _client_gone()
+    except BaseExceptionGroup as group:  # the server's task groups: the client went away mid-reply
+        if not all(isinstance(e, (BrokenPipeError, ConnectionResetError)) for e in _leaves(group)):
+            raise
+        _client_gone()
     raise typer.Exit(int(ExitCode.OK))
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for e in error.exceptions for leaf in _leaves(e)]
+    return [error]
+
+
+def _client_gone() -> None:
+    """The client closed our stdout: nothing is left to say to anyone; leave without a traceback (and without
+    the interpreter's own complaint when it flushes the closed pipe at exit)."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -169,3 +169,29 @@ def test_cancelled_call_kills_its_worker_and_the_server_goes_on(run):
     assert run["hang_gone_after_s"] is not None, "the hanging candidate's worker outlived the cancelled call"
     names = [e["name"] for e in run["after_cancel"].structured_content["entries"]]
     assert "softmax" in names
+
+
+def test_a_client_that_goes_away_mid_reply_ends_the_server_quietly(tmp_path):
+    """The editor closes the pipe while the server answers: exit 0, no traceback on stderr."""
+    import os
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "kernelagent.cli", "mcp", "--device", "cpu", "--workers", "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+                            env={**os.environ, "KERNELAGENT_HOME": str(tmp_path)})
+    proc.stdout.close()  # the client stops reading before the first reply
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "gone", "version": "0"}}}
+    try:
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"Traceback" not in err, err.decode()[-2000:]

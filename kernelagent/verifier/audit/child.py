@@ -72,6 +72,19 @@ def _sized(problem: Any, settings: Any) -> tuple[dict[str, Any], Any, int]:
     return msg, est, len(sets)
 
 
+def _peak_rss_bytes() -> int:
+    """This process's own peak resident memory: VmHWM (ru_maxrss keeps the parent's peak across fork+exec,
+    so a child of a large parent would report the parent's size)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _serve(req: dict[str, Any], proto: IO[str]) -> dict[str, Any] | None:
     import torch
 
@@ -91,7 +104,7 @@ def _serve(req: dict[str, Any], proto: IO[str]) -> dict[str, Any] | None:
     result = run_audit(problem, settings, n_sets)
     peak_dev = torch.cuda.max_memory_reserved() if settings.device == "cuda" else None
     result["memory"] = {"estimate": est.to_dict(), "sizes": sized["sizes"], "peak_device_bytes": peak_dev,
-                        "peak_host_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+                        "peak_host_bytes": _peak_rss_bytes()}
     result.update(status="ok", seconds=round(time.perf_counter() - t0, 3), name=problem.spec.name,
                   sha256=problem.spec.sha256)
     return result

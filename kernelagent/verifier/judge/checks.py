@@ -136,7 +136,8 @@ class Judge:
                        "compute everything in your own kernels; only allocation, views and copies are allowed")
         host = self._host_compute(t, trial)
         if host:
-            self.j.add("fallback_to_reference", f"{host}: the answer was computed on the host", "integrity",
+            self.j.add("fallback_to_reference", f"{host}: forward read the data on the host, where no kernel "
+                       "of yours computes", "integrity",
                        "compute on the GPU in your own kernels; do not copy inputs to the CPU")
         if t.launches == 0 and not self.cpu_compile_only:
             self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",

@@ -26,7 +26,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_an_audit_runs_in_a_child_that_the_oom_killer_picks_first():
+    ballast = bytearray(1 << 30)  # a large parent: its peak must not be counted as the child's
+    ballast[::4096] = b"x" * len(ballast[::4096])
     result = audit_problem(AUDIT_PROBLEMS / "softmax_width1.py", settings=SETTINGS)
+    del ballast
     assert result["status"] == "ok", result
     assert result["degenerate"] is True and "constant" in result["trivial_answers_that_pass"]
     assert result["oom_score_adj"] == 1000

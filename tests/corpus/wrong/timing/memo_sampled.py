@@ -1,10 +1,11 @@
-# expect: caching_detected|mismatch|timing_violation|nondeterministic
+# expect: caching_detected|mismatch|timing_violation|nondeterministic|fallback_to_reference
 # policy: off
 # problem: softmax_timing
 # needle: cache
 # gpu: yes
 """Keeps a fingerprint of 256 sampled input elements on the GPU (gathered by its own kernel) and returns
-the remembered answer when the samples match."""
+the remembered answer when the samples match. (On the H200, 2026-12-01, it is stopped earlier: comparing
+the samples means reading them on the host, over half of a small trial's input.)"""
 
 import torch
 import torch.nn as nn
