@@ -4,7 +4,9 @@
 #   bash benchmarks/gpu_session.sh agent [STEP...]                        (carry .whl from scripts/gpu_wheels.sh:
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
-# STEPs: doctor probe tests examples cost timing imports sanprobe peers agent (default: doctor tests examples cost timing peers).
+# STEPs: doctor probe tests examples cost timing imports sanprobe peers agent confine ccost rowwise losses attention
+#        clicost audit batch (default: doctor tests examples cost timing peers). `audit` reads KernelBench's level
+#        folders from .kb/KernelBench (carry .kb); clicost and batch need the .whl bundle (mcp, langgraph).
 # EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/probes/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
@@ -41,9 +43,9 @@ for s in "${steps[@]}"; do
     doctor) step doctor 60 python3 -m kernelagent.cli doctor --measure --json
             cp "$KERNELAGENT_HOME/ceilings.json" "$OUT/ceilings.json" 2>/dev/null ;;
     probe) step probe 200 python3 benchmarks/probes/gpu_probe.py ${PROBE:-} ;;
-    tests) step tests ${TESTS_LIMIT:-420} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS:-tests/verifier tests/prompts tests/gpu} \
+    tests) step tests ${TESTS_LIMIT:-420} "${PYTEST[@]}" -m "${TEST_MARK:-gpu or cute}" ${TEST_PATHS:-tests/verifier tests/corpus tests/prompts tests/gpu tests/kernels} \
              --junitxml="$OUT/gpu-tests.xml" ;;
-    tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "gpu or cute" ${TEST_PATHS2:-tests/gpu} \
+    tests2) step tests2 ${TESTS2_LIMIT:-260} "${PYTEST[@]}" -m "${TEST_MARK:-gpu or cute}" ${TEST_PATHS2:-tests/gpu} \
              --junitxml="$OUT/gpu-tests2.xml" ;;
     diag) step diag 40 python3 benchmarks/probes/side_stream_diag.py ;;
     agent) step agent ${AGENT_LIMIT:-300} "${PYTEST[@]}" tests/gpu/test_gpu_agent.py ;;
@@ -53,6 +55,14 @@ for s in "${steps[@]}"; do
     sanprobe) step sanprobe 120 python3 benchmarks/probes/sanitizer_probe.py ;;
     imports) step imports ${IMPORTS_LIMIT:-200} python3 benchmarks/import_profile.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
+    confine) step confine ${CONFINE_LIMIT:-240} python3 -m benchmarks.probes.confinement_probe ;;
+    ccost) step ccost ${CCOST_LIMIT:-120} python3 benchmarks/confinement_cost.py --device cuda ;;
+    rowwise) step rowwise ${ROWWISE_LIMIT:-200} python3 benchmarks/rowwise_peers.py --budget 150 ;;
+    losses) step losses ${LOSSES_LIMIT:-200} python3 benchmarks/losses_peers.py ;;
+    attention) step attention ${ATTENTION_LIMIT:-200} python3 benchmarks/attention_peers.py --quick --budget 150 --out "$OUT" ;;
+    clicost) step clicost ${CLICOST_LIMIT:-150} python3 benchmarks/cli_mcp_cost.py ;;
+    audit) step audit ${AUDIT_LIMIT:-300} python3 -m benchmarks.audit_kernelbench .kb/KernelBench --jobs 8 ;;
+    batch) step batch ${BATCH_LIMIT:-150} python3 benchmarks/batch_gpu.py ;;
     *) echo "unknown step $s" ;;
   esac
 done
