@@ -7,7 +7,8 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"          # the CPU wheel (a plain `torch` may pull CUDA)
-.venv/bin/python -m pip install -q -e ".[dev,cute]"
+.venv/bin/python -m pip install -q -e ".[dev,cute,ray]"
 .venv/bin/python -m ruff check kernelagent tests benchmarks examples
 # exit code 5 (no tests collected) fails this script like any other failure
-.venv/bin/python -m pytest -q "$@"
+# two workers (the CI machine has 2 cores); a file stays on one worker, so module-scoped set-ups run once
+.venv/bin/python -m pytest -q -n "${KA_TEST_JOBS:-2}" --dist loadfile "$@"

@@ -6,10 +6,11 @@ Each module parses its options and calls into the packages; rendering lives in t
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from kernelagent.cli import history, library, optimize, verify
+from kernelagent.cli import audit, batch, cache, history, library, mcp, optimize, report, verify
 from kernelagent.cli.common import EXIT_CODES_HELP, ExitCode, err
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -17,13 +18,31 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Turn a PyTorch reference into a fast, verified Triton or CuTe DSL kernel.",
                   epilog=EXIT_CODES_HELP)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from kernelagent import __version__
+        print(f"kernelagent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                               help="Print the version and exit.")] = False) -> None:
+    """Turn a PyTorch reference into a fast, verified Triton or CuTe DSL kernel."""
+
+
 # --- registration: one line per command or command group -------------------------------------------
 app.command()(verify.verify)
-app.command()(verify.audit)
+app.command()(audit.audit)
 app.command()(verify.doctor)
 app.command()(optimize.optimize)
 app.add_typer(library.app, name="library")
 app.add_typer(history.app, name="history")
+app.command()(batch.batch)
+app.command()(report.report)
+app.add_typer(cache.app, name="cache")
+app.command()(mcp.mcp)
 # --- end of registration ------------------------------------------------------------------------------
 
 

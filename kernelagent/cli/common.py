@@ -35,6 +35,12 @@ class Device(StrEnum):
     cuda = "cuda"
 
 
+class Confinement(StrEnum):
+    auto = "auto"        # the strongest the machine allows; the report warns when a layer is missing
+    strict = "strict"    # refuse to run without namespaces, Landlock and seccomp
+    off = "off"          # Python-level tripwires only (tests of the layers alone)
+
+
 class Backend(StrEnum):
     triton = "triton"
     cute = "cute"
@@ -42,6 +48,9 @@ class Backend(StrEnum):
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
 DeviceOpt = Annotated[Device, typer.Option(help="Where to run: auto picks the GPU when there is one.")]
+ConfinementOpt = Annotated[Confinement, typer.Option(
+    help="OS walls around the candidate's processes: auto (strongest available, warns when a layer is missing), "
+         "strict (refuse without them), off.")]
 
 
 def fail(message: str, code: ExitCode = ExitCode.INPUT) -> typer.Exit:
@@ -60,6 +69,7 @@ def verify_options(device: Device | str, seeds: int = 3, timeout: float = 300.0,
     if timeout <= 0:
         raise fail("--timeout must be positive")
     value = device.value if isinstance(device, Device) else str(device)
+    extra = {k: (v.value if isinstance(v, StrEnum) else v) for k, v in extra.items()}
     return VerifyOptions(device=value, seeds=seeds, timeout=timeout, timing=timing, **extra)
 
 

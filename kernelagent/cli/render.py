@@ -23,7 +23,7 @@ def stages_table(report: Report) -> Table:
     table.add_column("note", overflow="fold")
     for s in report.stages:
         table.add_row(s.name, Text(s.status, style=_STATUS_STYLE.get(s.status, "")), f"{s.seconds:.2f}s",
-                      s.message[:160])
+                      Text(s.message[:160]))  # Text: a message may hold "[...]" that rich would read as markup
     return table
 
 
@@ -35,6 +35,9 @@ def render_report(report: Report) -> Group:
     where = env.get("gpu") or ("CPU (Triton interpreter)" if env.get("device") == "cpu" else env.get("device", ""))
     if where:
         lines.append(Text(f"on {where}; torch {env.get('torch', '?')}, triton {env.get('triton', '?')}", style="dim"))
+    line = confinement_line(env.get("confinement"))
+    if line:
+        lines.append(line)
     lines.append(stages_table(report))
     m = report.metrics
     if m.get("rel_l2") is not None:
@@ -48,27 +51,34 @@ def render_report(report: Report) -> Group:
     if not ok and report.feedback:
         detail = report.feedback.split("\n\n", 1)[1] if "\n\n" in report.feedback else ""
         if detail:
-            lines.append(Panel(detail[:3000], title="details", border_style="red"))
+            lines.append(Panel(Text(detail[:3000]), title="details", border_style="red"))
     return Group(Panel(Group(*lines), title=title, border_style="green" if ok else "red"))
 
 
+def confinement_line(c: dict[str, Any] | None) -> Text | None:
+    """What walled the candidate in; a visible warning when some layer was missing."""
+    if not c:
+        return None
+    level = c.get("level", "none")
+    if level == "strict":
+        return Text(f"confined: namespaces {','.join(c.get('namespaces') or [])}; landlock {c.get('landlock', '-')}; "
+                    f"seccomp {str(c.get('seccomp', '-')).split(' (')[0]}", style="dim")
+    missing = ", ".join(c.get("missing") or []) or "unknown"
+    return Text(f"warning: the candidate ran with {level} confinement (missing: {missing}); "
+                "`--confinement strict` refuses to run without every layer", style="bold yellow")
+
+
 def render_audit(result: dict[str, Any]) -> Group:
-    if result.get("error"):
-        return Group(Text(f"audit failed: {result['error']}", style="bold red"))
-    table = Table(box=None, show_header=False)
-    table.add_row("problem", str(result.get("problem")))
-    table.add_row("degenerate", Text("yes", style="bold red") if result["degenerate"] else Text("no", style="green"))
-    table.add_row("trivial answers that pass", ", ".join(result["trivial_answers_that_pass"]) or "none")
-    var = result.get("output_variation_across_seeds")
-    table.add_row("output variation across seeds", f"{var:.2e}" if var is not None else "n/a")
-    table.add_row("advice", result.get("advice", ""))
-    return Group(table)
+    """One problem's audit (the folder's summary and progress display live in cli/audit_render.py)."""
+    from kernelagent.cli.audit_render import render_one
+
+    return render_one(result)
 
 
 def render_doctor(info: dict[str, Any]) -> Table:
     table = Table(box=None, show_header=False)
-    for key in ("mode", "gpu", "capability", "driver", "cuda", "python", "torch", "triton", "cutlass_dsl",
-                "ncu", "compute_sanitizer"):
+    for key in ("kernelagent", "mode", "gpu", "capability", "driver", "cuda", "python", "torch", "triton",
+                "cutlass_dsl", "ncu", "compute_sanitizer"):
         table.add_row(key, str(info.get(key) if info.get(key) is not None else "-"))
     keys = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in info["api_keys"].items())
     table.add_row("provider settings", keys)
@@ -76,4 +86,12 @@ def render_doctor(info: dict[str, Any]) -> Table:
     if c:
         table.add_row("ceilings", f"copy {c['copy_gbps']:.0f} GB/s, bf16 {c['bf16_tflops']:.0f} TFLOP/s, "
                       f"tf32 {c['tf32_tflops']:.0f}, fp32 {c['fp32_tflops']:.0f} ({c.get('source', '')})")
+    for key, path in (info.get("paths") or {}).items():
+        table.add_row(key.replace("_", " "), path)
+    cache = info.get("cache") or {}
+    if "error" in cache:
+        table.add_row("cache use", Text(cache["error"], style="bold red"))
+    elif cache:
+        table.add_row("cache use", f"{cache['entries']} pack(s), {cache['bytes'] / 1e6:.1f} of "
+                      f"{cache['max_bytes'] / 1e9:.1f} GB, entries serve {cache['max_age_hours']:g} h")
     return table

@@ -1,4 +1,4 @@
-"""`verify`, `audit` and `doctor`: the verifier's commands."""
+"""`verify` and `doctor`: the verifier's commands (`audit` is in cli/audit.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 
 from kernelagent.cli.common import (
+    Confinement,
+    ConfinementOpt,
     Device,
     DeviceOpt,
-    ExitCode,
     JsonOpt,
     console,
+    err,
     exit_for_report,
     fail,
     verify_options,
@@ -39,6 +41,8 @@ def verify(
     keep: Annotated[bool, typer.Option(help="Keep the workers' directories for inspection.")] = False,
     profile: Annotated[bool, typer.Option(help="Nsight Compute metrics on every kernel (GPU).")] = False,
     sanitize: Annotated[bool, typer.Option(help="compute-sanitizer memcheck + racecheck (GPU).")] = False,
+    confinement: ConfinementOpt = Confinement.auto,
+    cache: Annotated[bool, typer.Option(help="Reuse the problem's reference pack across runs.")] = True,
 ) -> None:
     """Verify a candidate kernel against a reference problem."""
     from kernelagent.cli.render import render_report
@@ -47,45 +51,44 @@ def verify(
 
     _existing(kernel, "candidate file")
     _existing(ref, "problem file")
-    opts = verify_options(device, seeds, timeout, timing, keep_workdir=keep, profile=profile, sanitize=sanitize)
+    from kernelagent.verifier.sandbox.confine import ConfinementError
+
+    opts = verify_options(device, seeds, timeout, timing, keep_workdir=keep, profile=profile, sanitize=sanitize,
+                          confinement=confinement, cache=cache)
     try:
         if json_out:
             report = run_verify(ref, kernel, opts)
         else:
             with console.status("verifying ...") as status:
                 report = run_verify(ref, kernel, opts, progress=lambda m: status.update(m))
+    except ConfinementError as e:
+        raise fail(f"{e} (--confinement strict refuses to run without it)") from e
     except ValueError as e:
         raise fail(str(e)) from e
+    note = _log(ref, kernel, report)
     if json_out:
         print(report_json(report))
     else:
         console.print(render_report(report))
+        if note:
+            err.print(note, highlight=False)
     raise typer.Exit(int(exit_for_report(report)))
 
 
-def audit(
-    op: Annotated[Path, typer.Argument(help="Problem file to audit.")],
-    json_out: JsonOpt = False,
-    device: DeviceOpt = Device.auto,
-    seeds: Annotated[int, typer.Option(help="Seeds to compare the output across.")] = 3,
-) -> None:
-    """Check whether a problem is degenerate (would zeros, a constant, the identity pass?)."""
-    from kernelagent.cli.render import render_audit
-    from kernelagent.verifier.audit import audit_problem
+def _log(ref: Path, kernel: Path, report) -> str:  # noqa: ANN001 - a verifier Report
+    """Record the verification in the history (never fatal: the report is the result)."""
+    import sqlite3
 
-    _existing(op, "problem file")
-    opts = verify_options(device, seeds, 300.0, False)
     try:
-        result = audit_problem(op, opts)
-    except ValueError as e:
-        raise fail(str(e)) from e
-    if json_out:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        console.print(render_audit(result))
-    if result.get("error"):
-        raise typer.Exit(int(ExitCode.INPUT))
-    raise typer.Exit(int(ExitCode.REJECTED if result["degenerate"] else ExitCode.OK))
+        from kernelagent.memory.batches import log_verify
+        from kernelagent.memory.db import StoreError
+    except ImportError as e:  # a bare GPU image without the store's packages: verifying still works
+        return f"note: not recorded in history ({e})"
+    try:
+        log_verify(ref, kernel, report)
+    except (StoreError, sqlite3.Error, OSError) as e:
+        return f"note: not recorded in history ({type(e).__name__}: {e})"
+    return ""
 
 
 def doctor(

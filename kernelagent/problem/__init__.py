@@ -222,7 +222,9 @@ def inspect_problem(path: str | Path) -> ProblemSpec:
 
 
 def problem_name(path: str | Path) -> str:
-    p = Path(path)
+    """The file's stem, or its folder's name for `op.py`/`reference.py`/`problem.py` (absolute: a bare
+    `op.py` run from its own folder has an empty parent name)."""
+    p = Path(path).absolute()
     return p.parent.name if p.stem in ("op", "reference", "problem") else p.stem
 
 
@@ -337,6 +339,16 @@ class LoadedProblem:
         return sets
 
 
+def problem_error(exc: BaseException, path: str, what: str) -> ProblemError | None:
+    """A ProblemError naming the problem file's line when `exc` was raised in that file's code (its forward
+    or its helpers), else None (the failure was not the problem's)."""
+    line, code = _line_in(path, exc)
+    if line is None:
+        return None
+    at = f" at `{code}`" if code else ""
+    return _fail("problem", path, line, f"{what} raised {_exc_text(exc)}{at}.")
+
+
 def _def_line(fn: Any) -> int | None:
     code = getattr(fn, "__code__", None)
     return code.co_firstlineno if code is not None else None
@@ -434,7 +446,7 @@ def _arity(cls: type, meth: str) -> _Arity | None:
     fn = getattr(cls, meth, None)
     if fn is None:
         return None
-    if fn is object.__init__ or getattr(fn, "__qualname__", "") == "Module.__init__":
+    if meth == "__init__" and _inherits_base_init(cls):
         return _Arity("(self)", 0, 0, [])  # nn.Module's own __init__ takes no arguments
     try:
         sig = inspect.signature(fn)
@@ -447,6 +459,13 @@ def _arity(cls: type, meth: str) -> _Arity | None:
         required=sum(p.default is p.empty for p in positional),
         most=math.inf if any(p.kind is p.VAR_POSITIONAL for p in params) else len(positional),
         required_kwonly=[p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty])
+
+
+def _inherits_base_init(cls: type) -> bool:
+    """Whether `cls` defines no __init__ of its own below nn.Module (by where it is defined in the MRO, not by
+    the function object, which a profiler or patch may have wrapped)."""
+    owner = next((k for k in cls.__mro__ if "__init__" in vars(k)), object)
+    return owner is object or (owner.__module__, owner.__qualname__) == ("torch.nn.modules.module", "Module")
 
 
 def _ast_arity(tree: ast.Module, cls_name: str, meth: str) -> _Arity | None:

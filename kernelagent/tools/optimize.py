@@ -1,10 +1,12 @@
 """`optimize` glue: the agent with the real verifier, memory and library; or, with no provider
 configured, the offline path (a library kernel that computes the same function, verified on the
-user's shapes).
+user's shapes, recorded in memory like any other verification).
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 from kernelagent.problem import inspect_problem
 from kernelagent.verifier.api import Verifier
+from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.report import Report
 
 
@@ -24,6 +27,9 @@ class OfflineResult:
     out_path: str | None = None
     provider_help: str = ""
     notes: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)       # what the offline path did check, in words
+    not_checked: list[str] = field(default_factory=list)   # and what it did not
+    run_id: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -33,7 +39,8 @@ class OfflineResult:
         return {"mode": "offline", "problem": self.problem, "matches": self.matches, "library_entry": self.chosen,
                 "accepted": self.accepted, "out_path": self.out_path,
                 "report": self.report.to_dict() if self.report else None, "provider_help": self.provider_help,
-                "notes": self.notes}
+                "notes": self.notes, "checked": self.checked, "not_checked": self.not_checked,
+                "run_id": self.run_id}
 
 
 def default_out(problem: str | Path, backend: str) -> Path:
@@ -42,7 +49,7 @@ def default_out(problem: str | Path, backend: str) -> Path:
 
 
 def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out: str | Path | None,
-                     provider_help: str) -> OfflineResult:
+                     provider_help: str, store: Any = None) -> OfflineResult:
     """Find a library kernel for the same function, verify it on the problem, write it to `out`."""
     from kernelagent.tools.library import get_entry, match_problem
 
@@ -52,7 +59,6 @@ def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out:
     hits = [m for m in matches if m["match"]]
     if not hits:
         result.notes.append("no library kernel computes the same function; an LLM provider is needed to write one")
-        return result
     for hit in hits:
         entry = get_entry(hit["name"])
         if backend not in entry.backends:
@@ -64,13 +70,57 @@ def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out:
             target = Path(out) if out else default_out(problem, backend)
             target.write_text(entry.backends[backend].read_text())
             result.out_path = str(target)
-            return result
+            break
+    describe_checks(result, len(matches))
+    if store is not None:
+        result.run_id = record_offline(store, problem, backend, result)
     return result
 
 
-def make_verify_fn(verifier: Verifier):
-    def verify_fn(problem: str, candidate: str, _options: Any = None) -> Report:
-        return verifier.verify(problem, candidate)
+def describe_checks(result: OfflineResult, compared: int) -> None:
+    """Fill `checked` and `not_checked`: what this offline run established, and what it could not."""
+    result.checked.append(f"compared the problem with {compared} library reference(s) on the same inputs")
+    result.not_checked.append("no new kernel was written: no LLM provider is configured")
+    report = result.report
+    if report is None:
+        return
+    trials = report.metrics.get("trials")
+    verdict = "accepted" if report.accepted else f"rejected ({report.category})"
+    result.checked.append(f"verified the library kernel {result.chosen} on your problem: {verdict}"
+                          + (f" over {trials} trials" if trials else ""))
+    for stage in report.stages:
+        for note in (stage.details or {}).get("notes", []):
+            if "skipped" in note:
+                result.not_checked.append(note)
+    if report.metrics.get("speedup_eager") is None:
+        where = "no GPU here" if report.environment.get("device") == "cpu" else "timing was skipped"
+        result.not_checked.append(f"speed was not measured ({where})")
+
+
+def record_offline(store: Any, problem: str | Path, backend: str, result: OfflineResult) -> str:
+    """The offline run in memory: a run row (provider `offline`) and the library kernel's verification."""
+    spec = inspect_problem(problem)
+    problem_id = store.upsert_problem(name=spec.name, source=spec.source)
+    run_id = store.start_run(problem_id=problem_id, provider="offline", model=f"library:{result.chosen or '-'}",
+                             backend=backend, budget={}, config={"mode": "offline"})
+    attempt_id = None
+    if result.report is not None:
+        source = Path(result.report.candidate.get("path") or "").read_text() if result.report.candidate else ""
+        attempt_id = store.record_attempt(run_id=run_id, problem_id=problem_id, source=source, report=result.report)
+    status = "accepted" if result.accepted else ("rejected" if result.report is not None else "no_match")
+    store.update_run(run_id, status=status, finished=True,
+                     best_attempt_id=attempt_id if result.accepted else None)
+    return run_id
+
+
+def make_verify_fn(verifier: Verifier) -> Callable[[str, str, VerifyOptions | None], Report]:
+    """verify_fn for the agent: the options it passes (backend, a timeout under the GPU budget) are honoured."""
+    def verify_fn(problem: str, candidate: str, options: VerifyOptions | None = None) -> Report:
+        v = verifier
+        if options is not None and options != verifier.options:
+            v = copy.copy(verifier)  # shares the pool and the cached reference packs; only the options differ
+            v.options = options
+        return v.verify(problem, candidate)
     return verify_fn
 
 
@@ -93,3 +143,11 @@ def build_deps(provider: Any, verifier: Verifier, store: Any, progress: Any = No
     return Deps(provider=provider, verify_fn=make_verify_fn(verifier), store=store,
                 prepare_fn=partial(prepare_with, verifier), retrieve_fn=retrieve_with_library,
                 verify_options=verifier.options, progress=progress)
+
+
+def agent_deps(provider: Any, options: VerifyOptions, store: Any) -> tuple[Any, Callable[[], None]]:
+    """The agent's dependencies with a real verifier (one warm worker), and the function that closes it."""
+    from kernelagent.verifier.sandbox.pool import WorkerPool
+
+    verifier = Verifier(options, pool=WorkerPool.for_options(options, size=1))
+    return build_deps(provider, verifier, store), verifier.close

@@ -35,6 +35,8 @@ def test_verify_exit_codes_and_json(tmp_path):
     usage = ka("verify", str(softmax_case("good")), "--ref", str(SOFTMAX_PROBLEM), "--device", "gpu", home=tmp_path)
     assert usage.returncode == 2 and "--device" in usage.stderr
     assert "Traceback" not in missing.stderr + usage.stderr
+    hist = json.loads(ka("history", "--json", home=tmp_path).stdout)  # CLI verifies are kept in the history
+    assert sorted(h["verdict"] for h in hist) == ["accepted", "rejected"]
 
 
 def test_optimize_offline_finds_the_library_softmax(tmp_path):
