@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelagent.verifier.estimate import oom_kill_count
-from kernelagent.verifier.protocol import CONSTRUCTED_FILE, encode
+from kernelagent.verifier.protocol import CONSTRUCTED_FILE, Request, encode
 from kernelagent.verifier.sandbox import confine, limits
 from kernelagent.verifier.sandbox.spawn import (
     default_memory_limit_mb,
@@ -29,6 +29,9 @@ from kernelagent.verifier.sandbox.spawn import (
     make_workdir,
     spawn_worker,
 )
+
+if TYPE_CHECKING:
+    from kernelagent.verifier.options import VerifyOptions
 
 
 @dataclass
@@ -110,7 +113,7 @@ class Worker:
                 shutil.copyfile(src, target)
         return dst
 
-    def run(self, request: Any, timeout: float, memory_limit_mb: int | None = None,
+    def run(self, request: Request, timeout: float, memory_limit_mb: int | None = None,
             on_constructed: Callable[[], None] | None = None) -> WorkerResult:
         """Send one request (a protocol dataclass) and wait for the worker to finish; `on_constructed` runs
         once when a candidate worker says its model is built (it delivers the trial inputs)."""
@@ -232,7 +235,7 @@ class WorkerPool:
         self._closed = False
 
     @classmethod
-    def for_options(cls, options: Any, size: int = 1, root: Path | None = None) -> WorkerPool:
+    def for_options(cls, options: VerifyOptions, size: int = 1, root: Path | None = None) -> WorkerPool:
         """A pool whose workers are confined as `options` (a VerifyOptions) asks."""
         return cls(size, root, confinement=options.confinement, tripwires=options.tripwires)
 

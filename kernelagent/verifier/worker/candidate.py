@@ -28,7 +28,7 @@ from kernelagent.verifier import protocol as P
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.tensorio import grads_dict
-from kernelagent.verifier.worker import guard
+from kernelagent.verifier.worker import dispatch_guard, guard
 from kernelagent.verifier.worker.errors import classify_exception
 from kernelagent.verifier.worker.integrity import (
     LaunchCounter,
@@ -113,6 +113,7 @@ class CandidateRunner:
             self._exit.enter_context(cute_support.compile_only_mode(self.launches.stats))
         self.threads_before = (os_thread_count(), python_threads())
         self.snap = guard.snapshot()
+        self.dispatch_snap = dispatch_guard.snapshot()
         self.heavy_before = {m for m in _HEAVY_MODULES if m in sys.modules}
 
     # -- stages ------------------------------------------------------------------------------------
@@ -151,8 +152,16 @@ class CandidateRunner:
             raise _failure(e, self.req.candidate, "ModelNew(*get_init_inputs()) raised") from e
         self.load_state(0, report=True)
 
-    def receive_trials(self) -> None:
-        """Say the model is built, then wait for the parent to link the trial inputs into `-in`."""
+    def receive_trials(self, upfront: bool = False) -> None:
+        """Say the model is built, then wait for the parent to link the trial inputs into `-in` (a tool run
+        gets them `upfront`, before it starts)."""
+        early = sorted(p.name for p in self.inbox.iterdir()
+                       if p.name != P.META_FILE and not p.name.startswith(P.INIT_FILE))  # init.pt and its side files
+        # only a marker the candidate wrote itself (C-level writers pass the audit hook) brings them this early
+        if early and not upfront:
+            raise CandidateFailure("policy_violation", "the trial inputs were delivered while the model was being "
+                                   f"built ({', '.join(early[:3])} already there): the candidate wrote the "
+                                   "verifier's own `constructed` marker")
         (self.out / P.CONSTRUCTED_FILE).write_text("1")
         path = self.inbox / P.DELIVERY_FILE
         deadline = _perf() + DELIVERY_WAIT_S
@@ -306,7 +315,7 @@ class CandidateRunner:
         io["saved"] += 1
 
     def integrity_after(self) -> None:
-        self.facts.patched = guard.changed_since(self.snap)
+        self.facts.patched = guard.changed_since(self.snap) + dispatch_guard.changed_since(self.dispatch_snap)
         # what the candidate's run pulled in that the worker does not import up front (cost, not blame)
         self.facts.late_imports = sorted(m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
         self.facts.launch_stats = {"total": self.launches.total, "kernels": self.launches.kernels()}
@@ -391,7 +400,7 @@ def run_single(req: CandidateRequest, state: guard.GuardState) -> dict[str, Any]
     runner = CandidateRunner(req, state)
     runner.prepare()
     runner.load_candidate()
-    runner.receive_trials()
+    runner.receive_trials(upfront=True)
     trials = runner.meta["trials"]
     main = [t for t in trials if t.get("set") == 0 and t.get("state") == 0 and t.get("dist") == "native"]
     tid = (main or trials)[0]["id"] if req.main_set else trials[0]["id"]
