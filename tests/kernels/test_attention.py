@@ -4,10 +4,11 @@
   log-sum-exp and its gradient, varlen, sdpa, opcheck, torch.compile, meta tensors, input errors.
 * The Triton kernels under the CPU interpreter (one child process, ~1 min): ModelNew against the
   float64 reference on reference.py's small test sets, varlen, the plain-pointer path (a head dim
-  TMA cannot take), the warp-specialised single-loop forward, dlse; errors judged against the
-  reference's own error in the problem dtype (its noise floor).
+  TMA cannot take), the warp-specialised single-loop forward, dlse (with dO, and alone); errors
+  judged against the reference's own error in the problem dtype (its noise floor).
 * The GPU configurations compiled for sm_90a (no GPU needed): TMA, wgmma, the TMA reduce-add of dQ,
-  warp specialisation, and no register spills in the configs the autotuner starts from.
+  warp specialisation (and the rows its second math partition gets, in the TTGIR), and no register
+  spills in the configs the autotuner starts from.
 Numerics on the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -103,6 +104,22 @@ def test_lse_is_logsumexp_and_differentiable(tri):
      + torch.einsum("bhqk,bkhd->bqhd", p, ys[2]).sum()).backward()
     for a, b in zip(xs, ys, strict=True):
         assert rel(a.grad, b.grad) < 1e-5
+
+
+def test_lse_alone_carries_a_gradient(tri):
+    """Only lse in the loss (the op's dout is None): dq, dk as logsumexp's; dv zero where logsumexp
+    has none (the GPU test read v.grad of the float64 reference: None)."""
+    q, k, v = qkv(1, 7, 9, 4, 2, 8, dtype=torch.float64, seed=4)
+    xs = [t.clone().requires_grad_() for t in (q, k, v)]
+    _, lse = tri.attention(*xs, causal=True, return_lse=True)
+    gl = torch.randn(lse.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    (lse * gl).sum().backward()
+    ys = [t.clone().requires_grad_() for t in (q, k)]
+    s = torch.einsum("bqhd,bkhd->bhqk", ys[0], ys[1].repeat_interleave(2, 2)) * 8 ** -0.5
+    keep = torch.arange(9)[None, :] <= torch.arange(7)[:, None] + 2
+    (torch.logsumexp(s.masked_fill(~keep, float("-inf")), -1) * gl).sum().backward()
+    assert rel(xs[0].grad, ys[0].grad) < 1e-5 and rel(xs[1].grad, ys[1].grad) < 1e-5
+    assert xs[2].grad is not None and not xs[2].grad.any()
 
 
 def test_varlen_matches_each_sequence_alone(tri):
@@ -211,6 +228,7 @@ def interp_cases() -> list[dict]:
         rows += me._model_rows(tri, ref, index, inputs)
     rows += me._varlen_rows(tri)
     rows += me._path_rows(tri)
+    rows += me._lse_only_rows(tri)
     rows += me._wide_rows(tri, ref)
     return rows
 
@@ -298,6 +316,23 @@ def _path_rows(tri) -> list[dict]:
     return rows
 
 
+def _lse_only_rows(tri) -> list[dict]:
+    """A loss of lse alone: the backward gets no dO (zeros) and dlse; dV is exactly zero then."""
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randn(1, 40, 4, 64, generator=gen).bfloat16()
+    k, v = (torch.randn(1, 40, 2, 64, generator=gen).bfloat16() for _ in range(2))
+    xs = [t.clone().requires_grad_() for t in (q, k, v)]
+    _, lse = tri.attention(*xs, causal=True, return_lse=True)
+    gl = torch.randn(lse.shape, generator=gen)
+    (lse * gl).sum().backward()
+    options = (64 ** -0.5, None, (None, 0))
+    (_, _, *t_gs), (_, _, *f_gs) = _cpu_truth(tri, q, k, v, torch.zeros_like(q), (None, None), options, gl=gl)
+    rows = [_judge(f"lse-only d{n}", x.grad, f.bfloat16(), t)
+            for n, x, f, t in zip("qk", xs[:2], f_gs[:2], t_gs[:2], strict=True)]
+    rows.append({"case": "lse-only dv", "ok": not xs[2].grad.any(), "message": "dV must be exactly zero"})
+    return rows
+
+
 def _wide_rows(tri, ref) -> list[dict]:
     """The verifier's wide trial (inputs x40 + 60: scores near 3e4, a nearly one-hot softmax, K with a
     large mean) judged by the verifier's own element-wise rule: it caught dQ's rounding of dS times
@@ -355,9 +390,9 @@ FLOAT_PTRS = {"LSE", "STATS", "DELTA", "DQ_ACC"}
 FLOATS = {"qk_scale", "cap_scale", "cap_log2", "sm_scale"}
 
 
-def _compile_sm90(fn, constexprs: dict, warps: int, stages: int) -> dict:
+def _compile_sm90(fn, constexprs: dict, warps: int, stages: int, ir: list | None = None) -> dict:
     """Compile a kernel for sm_90a as the autotuner would launch it (16-byte divisible pointers and
-    strides); registers / spills from cuobjdump, and what the PTX holds."""
+    strides); registers / spills from cuobjdump, and what the PTX holds (the TTGIR appended to `ir`)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -380,6 +415,8 @@ def _compile_sm90(fn, constexprs: dict, warps: int, stages: int) -> dict:
     cubin.unlink()
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
     ptx = ck.asm["ptx"]
+    if ir is not None:
+        ir.append(ck.asm["ttgir"])
     return {"regs": int(regs), "stack": int(stack), "wgmma": "wgmma.mma_async" in ptx, "warps": ck.metadata.num_warps,
             "tma_load": "cp.async.bulk.tensor" in ptx, "tma_reduce": "cp.reduce.async.bulk.tensor" in ptx,
             "setmaxnreg": "setmaxnreg" in ptx, "shared": ck.metadata.shared}
@@ -389,15 +426,40 @@ FWD_BASE = {"HEAD_D": 128, "BLOCK_D": 128, "VARLEN": False, "HAS_LEFT": False, "
             "TMA": True, "UPCAST": False, "REVERSE": True, "MAX_D": 256}
 
 
+def _rows_shifted_twice(ttgir: str) -> tuple[set[int], list[str]]:
+    """(the row offsets of the warp-specialised partitions, i.e. starts of their sliced tl.aranges;
+    the lines that splat a scalar already shifted by such an offset). Triton 3.6 builds a partition's
+    rows m0 + tl.arange(0, 128) as splat(m0 + 64) + [64, 128): rows 128..191 (see triton.py)."""
+    consts = {m[1]: int(m[2]) for m in re.finditer(r"(%\w+) = arith\.constant (?:\{[^}]*\} )?(-?\d+) : i32", ttgir)}
+    starts = {int(m[1]) for m in re.finditer(r"tt\.make_range \{[^}]*start = (\d+) : i32", ttgir)} - {0}
+    shifted = {m[1] for m in re.finditer(r"(%\w+) = arith\.addi %\w+, (%\w+)", ttgir) if consts.get(m[2]) in starts}
+    bad = [ln.strip()[:200] for ln in ttgir.splitlines()
+           if (m := re.search(r"tt\.splat (%\w+)", ln)) and m[1] in shifted]
+    return starts, bad
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg", [(128, 128, 8, 2, False), (128, 128, 4, 2, True)], ids=["plain", "warp-specialised"])
 def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
     bm, bn, warps, stages, ws = cfg
-    facts = _compile_sm90(tri._attn_fwd_kernel, dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws), warps, stages)
+    ir: list[str] = []
+    facts = _compile_sm90(tri._attn_fwd_kernel, dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws), warps, stages, ir)
     assert facts["stack"] == 0 and facts["wgmma"] and facts["tma_load"], facts
     assert facts["shared"] <= 227 * 1024, facts
     if ws:  # a producer partition next to the math warps, registers moved between them
         assert facts["warps"] > warps and facts["setmaxnreg"], facts
+        # two math partitions of 64 rows; the second's causal mask and lse/stats rows start at m0 + 64
+        starts, bad = _rows_shifted_twice(ir[0])
+        assert starts == {64} and not bad, "rows offset twice in a warp-specialised partition:\n" + "\n".join(bad)
+
+
+def test_warp_specialised_forward_configs_need_tma(tri):
+    """Triton 3.6's warp specialisation fails (RuntimeError) on pointer loads: pruned without TMA."""
+    configs = tri._fwd_configs()
+    with_tma = tri._fwd_prune(configs, {}, BLOCK_D=128, TMA=True)
+    without = tri._fwd_prune(configs, {}, BLOCK_D=128, TMA=False)
+    assert any(c.kwargs["WS"] for c in with_tma) and without
+    assert not any(c.kwargs["WS"] for c in without) and set(map(str, without)) < set(map(str, with_tma))
 
 
 @pytest.mark.slow

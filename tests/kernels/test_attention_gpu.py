@@ -6,6 +6,8 @@
   noise floor) plus 1e-3 of the norm.
 * Large shapes against an fp32 reference, next to PyTorch's SDPA in bf16 (ours within 1.5x its
   error), forward and gradients, MHA and GQA, causal and not.
+* Every forward and backward config of the Triton autotuner forced one by one (its pick by time
+  would hide a config that is wrong only where it wins), out, lse and gradients.
 * Varlen (Triton), the log-sum-exp and its gradient, torch.compile (Inductor) forward+backward, the
   sdpa drop-in, and the project's verifier accepting the library entry.
 
@@ -14,6 +16,7 @@ Run on the H200: `source .carry/setup.sh && python3 -m pytest -q -m gpu tests/ke
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import pytest
@@ -110,6 +113,61 @@ def test_large_shapes_against_fp32_next_to_sdpa(name, case):
         assert torch.isfinite(a).all() and err <= 1.5 * peer_err + 1e-3, f"{what}: {err:.2e} vs SDPA {peer_err:.2e}"
 
 
+def _force(monkeypatch, tri, fwd=None, bwd=None) -> None:
+    """Every launch takes the tuned path, with these configs (no benchmarking: one config each)."""
+    import triton
+
+    monkeypatch.setattr(tri, "TUNE_MIN", 0)
+    if fwd is not None:
+        monkeypatch.setattr(tri, "_FWD", triton.autotune([fwd], key=[])(tri._attn_fwd_kernel))
+    if bwd is not None:
+        monkeypatch.setattr(tri, "_BWD", triton.autotune([bwd], key=[])(tri._attn_bwd_kernel))
+
+
+CONFIG_CASES = [(2, 1000, 1000, 4, 2, {}), (1, 700, 900, 2, 2, {"causal": True, "window": (300, -1)})]
+
+
+def _case_errors(ref, tri, tag: str, case) -> list[str]:
+    """One CONFIG_CASES entry through the launchers of `tri` (their module globals, which _force
+    patches): out and gradients against float64 within twice the reference's floor, lse within 1e-5."""
+    b, sq, sk, hq, hkv, opts = case
+    causal, window = opts.get("causal", False), opts.get("window")
+    xs = inputs(b, sq, sk, hq, hkv, 128, BF16, seed=7)
+    g = torch.randn(xs[0].shape, device="cuda", generator=torch.Generator(device="cuda").manual_seed(8)).to(BF16)
+    args = (None, None, sq, sk, 128 ** -0.5, None, tri._window(causal, window))
+    out, lse, stats = tri._fwd_launch(*xs, *args)
+    got = [out, *tri._bwd_launch(g, *xs, out, stats, None, *args)]
+    fn = functools.partial(ref.attention_reference, causal=causal, window=window)
+    low, truth = run(fn, xs, g), run(fn, [x.double() for x in xs], g.double())
+    bad = []
+    for what, a, lo, t in zip(("out", "dq", "dk", "dv"), got, low, truth, strict=True):
+        err, floor = rel(a, t), rel(lo, t)
+        if not (torch.isfinite(a).all() and err <= 2 * floor + 1e-3):
+            bad.append(f"{tag} {sorted(opts)}: {what} error {err:.2e}, floor {floor:.2e}")
+    s = torch.einsum("bqhd,bkhd->bhqk", xs[0].double(), xs[1].double().repeat_interleave(hq // hkv, 2))
+    keep = ref.visible(sq, sk, causal, window, device="cuda")
+    l64 = torch.logsumexp((s * 128 ** -0.5).masked_fill(~keep, float("-inf")), -1)
+    fin = torch.isfinite(l64)
+    if not (rel(lse[fin], l64[fin]) < 1e-5 and torch.isinf(lse[~fin]).all()):
+        bad.append(f"{tag} {sorted(opts)}: lse error {rel(lse[fin], l64[fin]):.2e}")
+    return bad
+
+
+def test_every_config_the_autotuner_may_pick(ref, monkeypatch):
+    """Each forward config (warp-specialised ones too) and each backward config, forced: the autotuner
+    picks by time, so a config that is wrong only shows where it wins (Triton 3.6 gave the second
+    math warpgroup of a warp-specialised forward its rows 64 too far: wrong lse, stats, dQ)."""
+    tri = backend("triton")
+    bad = []
+    for cfg in tri._fwd_prune(tri._fwd_configs(), {}, BLOCK_D=128, TMA=True):
+        _force(monkeypatch, tri, fwd=cfg, bwd=tri._bwd_configs()[0])
+        bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"forward {cfg}", case)]
+    for cfg in tri._prune(tri._bwd_configs(), {}, BLOCK_D=128):
+        _force(monkeypatch, tri, fwd=tri._fwd_configs()[0], bwd=cfg)
+        bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"backward {cfg}", case)]
+    assert not bad, "\n".join(bad)
+
+
 def test_varlen_matches_each_sequence(ref):
     tri = backend("triton")
     lens_q, lens_k = [1, 100, 777, 1024, 2049], [9, 100, 700, 1500, 2049]
@@ -150,8 +208,9 @@ def test_lse_and_its_gradient(name):
     l64 = torch.logsumexp(s.masked_fill(~keep, float("-inf")), -1)
     (l64 * gl.double()).sum().backward()
     assert lse.shape == (2, 4, 300) and rel(lse, l64) < 1e-5
-    for a, b in zip(ys, zs, strict=True):
+    for a, b in zip(ys[:2], zs[:2], strict=True):
         assert rel(a.grad, b.grad) < 2e-2
+    assert zs[2].grad is None and not ys[2].grad.any()  # lse does not depend on v
 
 
 @pytest.mark.parametrize("name", ["triton", "cute"])
@@ -180,8 +239,8 @@ def test_sdpa_drop_in():
         got = tri.sdpa(q, k, v, is_causal=causal, enable_gqa=hkv != 8)
         rows = ~torch.isnan(want)
         assert got.shape == want.shape and rel(got[rows], want[rows]) < 1e-2
-    with pytest.raises(tri.SDPAUnsupported, match="fp16/bf16"):
-        tri.sdpa(q.float(), k.float(), v.float())
+    with pytest.raises(tri.SDPAUnsupported, match="fp16/bf16"):  # shapes fit (GQA allowed): only the dtype is wrong
+        tri.sdpa(q.float(), k.float(), v.float(), enable_gqa=True)
 
 
 @pytest.mark.slow

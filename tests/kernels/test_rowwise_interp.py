@@ -4,10 +4,14 @@ function against torch in float64 (all paths: several rows per program, one row 
 column loops, odd widths, 3-D and strided inputs, no weight / bias, the fused residual add), each
 ModelNew against its reference.py, and opcheck of the registered ops with the kernels behind them.
 
-Cases: tests/kernels/rowwise_cases.py; tolerances: tests/helpers/tolerance.py.
+Cases: tests/kernels/rowwise_cases.py; tolerances: tests/helpers/tolerance.py. The interpreter's
+numpy never fuses mul + add into an FMA; the GPU compiler does unless told not to, so the LayerNorm
+backward's PTX for sm_90 (compiled here, no GPU) is checked for that too.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -62,3 +66,26 @@ def test_failures_are_reported():
     assert failures([row]) and not failures([dict(row, rel=1e-7)])
     assert failures([dict(row, rel=1e-7, dtype="torch.bfloat16")])
     assert failures([dict(row, dtype="None", shape=[])])
+
+
+@pytest.mark.parametrize(("name", "constexprs"), [
+    ("_ln_bwd_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1}),
+    ("_ln_bwd_looped_kernel", {"BLOCK": 64})])
+def test_layer_norm_backward_is_compiled_without_fma(name, constexprs):
+    # w*dy - mean(w*dy) with w*dy fused into an FMA is the product's rounding error, not 0, at width 1
+    # (dx exactly 0 there): 3.8e-5 x 301 rows on the H200 in fp32. Width 1 is what Triton specialises
+    # a launch with n_cols == 1 (and unit strides) to. PTX mul/add/sub without .rn may be fused by ptxas.
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernelagent.kernels.layer_norm import triton as ln
+
+    sig = {k: "*fp32" for k in ("x_ptr", "w_ptr", "dy_ptr", "mean_ptr", "rstd_ptr", "dx_ptr", "dw_part_ptr",
+                                "db_part_ptr")}
+    sig |= {k: "i32" for k in ("n_rows", "n_cols", "x_stride", "dy_stride", "dx_stride")}
+    consts = {**constexprs, "HAS_W": True, "HAS_B": True}
+    src = ASTSource(fn=getattr(ln, name), signature=sig | {k: "constexpr" for k in consts}, constexprs=consts)
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, **ln.BWD_OPTIONS}).asm["ptx"]
+    assert re.search(r"\b(?:mul|sub)\.rn\.f32", ptx)  # the arithmetic is there, rounded op by op
+    assert not re.findall(r"\b(?:fma|mad)\.\w+\.f32|\b(?:mul|add|sub)\.f32", ptx)

@@ -532,11 +532,26 @@ def _fwd_configs() -> list[triton.Config]:
             for bm, bn, w, s, ws, d in FWD_TABLE]
 
 
+def _fwd_prune(configs, named_args, **kwargs):
+    """_prune, and no warp specialisation without TMA: Triton 3.6's pass fails on pointer loads
+    (a RuntimeError the autotuner does not catch)."""
+    tma = kwargs["TMA"] if "TMA" in kwargs else named_args["TMA"]
+    return [c for c in _prune(configs, named_args, **kwargs) if tma or not c.kwargs["WS"]]
+
+
 INTERP_FWD = {"BLOCK_M": 16, "BLOCK_N": 16, "WS": False, "MAX_D": 256}
 FWD_DEFAULT = {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}  # untuned: small problems
 
 
 # -------------------------------------------------------------------------------- forward kernels
+
+# Query rows: never m0 + tl.arange(0, BLOCK_M). Triton 3.6's Hopper warp specialisation gives each of
+# two consumer warpgroups 64 rows of a 128-row block and turns that expression, for the second, into
+# (m0 + 64) + [64, 128): rows 128..191. TMA coordinates come out right (so O does), but that
+# warpgroup's causal/window mask is 64 rows off and its log-sum-exp and softmax statistics land 64
+# rows too far (the H200 saw wrong lse and dQ, non-causal, autotuned). Written instead: pointers
+# advanced by the scalar m0 plus local_m, and mask bounds local_m + (m0 + ...), which compile right;
+# tests/kernels/test_attention.py checks the compiled IR.
 
 
 @triton.jit
@@ -548,9 +563,10 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
     """Online softmax over key blocks [start, end) (block indices); MASK applies the window, the
     causal diagonal and the key-length mask element-wise. Scores stay raw (q.k) and the scale enters
     the exponent, exp2((s - max) * qk_scale): s - max is exact, so P does not inherit the rounding of
-    scores near 1e4 (with a softcap the scores are bounded and kept in log2 units)."""
+    scores near 1e4 (with a softcap the scores are bounded and kept in log2 units).
+    Query rows are m0 + local_m (see the note above)."""
     dtype = k_base.dtype.element_ty
-    rows = m0 + tl.arange(0, BLOCK_M)
+    local_m = tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
     for n_blk in tl.range(start, end, warp_specialize=WS):
         n0 = n_blk * BLOCK_N
@@ -571,12 +587,12 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
         else:
             s = qk
             factor = qk_scale
-        if MASK:
+        if MASK:  # key j against query m0 + i, bounds local_m + (m0 + ...) (the note above)
             keep = cols[None, :] < sk
             if HAS_RIGHT:
-                keep &= cols[None, :] <= rows[:, None] + off + win_right
+                keep &= cols[None, :] <= (local_m + (m0 + off + win_right))[:, None]
             if HAS_LEFT:
-                keep &= cols[None, :] >= rows[:, None] + off - win_left
+                keep &= cols[None, :] >= (local_m + (m0 + off - win_left))[:, None]
             s = tl.where(keep, s, -float("inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == -float("inf"), 0.0, m_new)  # a row with nothing seen yet: no NaN
@@ -625,7 +641,8 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         k_base = K + b64 * sk_b + k_start.to(tl.int64) * sk_s + hk * sk_h
         v_base = V + b64 * sv_b + k_start.to(tl.int64) * sv_s + hk * sv_h
         o_base = Out + b64 * so_b + q_start.to(tl.int64) * so_s + h * so_h
-        rows = m0 + tl.arange(0, BLOCK_M)
+        local_m = tl.arange(0, BLOCK_M)  # rows m0 + local_m (the note above)
+        row_ok = local_m < sq - m0
         cols_d = tl.arange(0, BLOCK_D)
         q_desc = 0
         k_desc = 0
@@ -638,8 +655,9 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
             o_desc = tl.make_tensor_descriptor(o_base, [sq, HEAD_D], [so_s, 1], [BLOCK_M, BLOCK_D])
             q = q_desc.load([m0, 0])
         else:
-            q_mask = (rows[:, None] < sq) & (cols_d[None, :] < HEAD_D)
-            q = tl.load(q_base + rows[:, None].to(tl.int64) * sq_s + cols_d[None, :], mask=q_mask, other=0.0)
+            q_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
+            q_rows = q_base + m0.to(tl.int64) * sq_s + local_m[:, None].to(tl.int64) * sq_s
+            q = tl.load(q_rows + cols_d[None, :], mask=q_mask, other=0.0)
         if UPCAST:
             q = q.to(tl.float32)
 
@@ -685,22 +703,23 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         out = acc / tl.where(empty, 1.0, l_i)[:, None]
         m_keep = tl.where(empty, 0.0, m_i)  # raw scores (log2 units with a softcap)
         l_keep = tl.where(empty, float("inf"), tl.math.log2(tl.where(empty, 1.0, l_i)))
-        at = b64 * sl_b + h * sl_h + q_start + rows
+        at = b64 * sl_b + h * sl_h + q_start + m0  # scalar; the rows are local_m past it
         if SOFTCAP:
-            tl.store(LSE + at, (m_keep + l_keep) * _LN2_C, mask=rows < sq)
+            tl.store(LSE + at + local_m, (m_keep + l_keep) * _LN2_C, mask=row_ok)
         else:
-            tl.store(LSE + at, (m_keep * qk_scale + l_keep) * _LN2_C, mask=rows < sq)
-        tl.store(STATS + at, m_keep, mask=rows < sq)  # kept apart for the backward (see _bwd_head)
-        tl.store(STATS + st_plane + at, l_keep, mask=rows < sq)
+            tl.store(LSE + at + local_m, (m_keep * qk_scale + l_keep) * _LN2_C, mask=row_ok)
+        tl.store(STATS + at + local_m, m_keep, mask=row_ok)  # kept apart for the backward (see _bwd_head)
+        tl.store(STATS + st_plane + at + local_m, l_keep, mask=row_ok)
         if TMA:
             o_desc.store([m0, 0], out.to(dtype))
         else:
-            tl.store(o_base + rows[:, None].to(tl.int64) * so_s + cols_d[None, :], out.to(dtype), mask=q_mask)
+            o_rows = o_base + m0.to(tl.int64) * so_s + local_m[:, None].to(tl.int64) * so_s
+            tl.store(o_rows + cols_d[None, :], out.to(dtype), mask=q_mask)
 
 
 _FWD = _attn_fwd_kernel if INTERPRETING else triton.autotune(
     _fwd_configs(), key=["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"],
-    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(_attn_fwd_kernel)
+    prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=_tuning_bench)(_attn_fwd_kernel)
 
 
 # -------------------------------------------------------------------------------- forward launcher
@@ -900,7 +919,8 @@ class SDPAUnsupported(AttentionError):
 
 
 def _sdpa_misfit(query, key, value, attn_mask, dropout_p, enable_gqa) -> str | None:
-    """Why this call does not fit the kernels, or None."""
+    """Why this call does not fit the kernels, or None; the first misfit of: options, shapes and heads,
+    dtype and head dim (a call with several misfits is told the earliest)."""
     if attn_mask is not None:
         return "attn_mask is not supported (use is_causal, or attention(..., window=...))"
     if dropout_p:

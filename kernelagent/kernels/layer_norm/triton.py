@@ -33,6 +33,9 @@ BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (10
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
 DW_BLOCK = 256  # columns per program when summing the dw / db shares
 INTERPRETER_PROGRAMS = 3  # backward programs under the interpreter: several, so the tile loop runs
+# The backward is compiled without mul + add -> FMA contraction: in w*dy - mean(w*dy) an FMA keeps the
+# product unrounded on one side only, so a row of one column (dx exactly 0) got its rounding error x rstd.
+BWD_OPTIONS = {"enable_fp_fusion": False}
 
 
 def pick(table: tuple[tuple[int, ...], ...], n_cols: int) -> tuple[int, ...] | None:
@@ -263,9 +266,11 @@ def launch_bwd(x, w, dy, mean, rstd, dx, dw, db) -> None:
     args = (x, w if has_w else x, dy, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, x.stride(0), dy.stride(0),
             dx.stride(0))
     if cfg is not None:
-        _ln_bwd_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps)
+        _ln_bwd_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps,
+                                    **BWD_OPTIONS)
     else:
-        _ln_bwd_looped_kernel[(programs,)](*args, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps)
+        _ln_bwd_looped_kernel[(programs,)](*args, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps,
+                                           **BWD_OPTIONS)
     for part, out in ((dw_part, dw), (db_part, db)):
         if out is not None:
             _column_sum_kernel[(triton.cdiv(n_cols, DW_BLOCK),)](part, out, programs, n_cols, BLOCK=DW_BLOCK,
