@@ -135,12 +135,21 @@ def _limits(userns: bool) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
 
 
+def _program_home(program: str) -> list[str]:
+    """The folder above the program's own `bin/` (a virtual environment in /tmp, say): it must stay visible
+    for the program to start at all."""
+    if not os.path.isabs(program):
+        return []
+    return [os.path.dirname(os.path.dirname(os.path.abspath(program)))]
+
+
 def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict) -> None:
     """PID 1 of the sandbox: dies with the launcher, sets up mounts and loopback, then becomes CMD."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         env = dict(os.environ)
-        mounts = private_mounts(opts["keep"], opts["run"]) if "mount" in spaces else {"proc": "host", "tmp": "host"}
+        keep = [*opts["keep"], *_program_home(cmd[0])]
+        mounts = private_mounts(keep, opts["run"]) if "mount" in spaces else {"proc": "host", "tmp": "host"}
         lo = loopback_up() if opts["lo"] and "net" in spaces else ("down" if "net" in spaces else "host")
         _limits("user" in spaces)
         env.update(KERNELAGENT_SANDBOX_NS=",".join(spaces), KERNELAGENT_SANDBOX_PROC=mounts["proc"],

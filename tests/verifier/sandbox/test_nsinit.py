@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -107,13 +110,34 @@ def test_loopback_is_up_only_when_asked():
     assert _run(["--lo"], script).stdout.split()[1] == "up"
 
 
+def _sh(flags: list[str], script: str) -> subprocess.CompletedProcess:
+    """A shell from /bin inside the launcher: unlike this interpreter (in a venv that may live in /tmp), it
+    never makes the launcher keep the host's /tmp."""
+    return subprocess.run([*LAUNCH, *flags, "--", "/bin/sh", "-c", script], capture_output=True, text=True,
+                          timeout=60)
+
+
 def test_private_tmp_hides_the_hosts_and_keeps_nothing():
     name = f"/tmp/ka-nsinit-{uuid.uuid4().hex}"
-    out = _run([], f"open('{name}', 'w').write('x'); print(__import__('os').environ['KERNELAGENT_SANDBOX_TMP'])")
+    out = _sh([], f'echo x > {name}; echo "$KERNELAGENT_SANDBOX_TMP"')
     assert out.stdout.strip() == "private", out.stderr
     assert not os.path.exists(name)
-    kept = _run(["--keep", "/tmp/somewhere"], "print(__import__('os').environ['KERNELAGENT_SANDBOX_TMP'])")
+    kept = _sh(["--keep", "/tmp/somewhere"], 'echo "$KERNELAGENT_SANDBOX_TMP"')
     assert kept.stdout.startswith("host")  # a work dir under /tmp must stay visible
+
+
+def test_a_program_in_a_tmp_venv_still_starts(tmp_path_factory):
+    """A virtual environment under /tmp (a CI checkout there, say): the launcher keeps the program's folder."""
+    home = Path(tempfile.mkdtemp(prefix="ka-venv-", dir="/tmp"))
+    try:
+        (home / "bin").mkdir()
+        prog = home / "bin" / "hello"
+        prog.write_text('#!/bin/sh\necho "started $KERNELAGENT_SANDBOX_TMP"\n')
+        prog.chmod(0o755)
+        out = subprocess.run([*LAUNCH, "--", str(prog)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.startswith("started host"), out.stderr
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_strict_refuses_without_namespaces_and_auto_runs_without_them():
