@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.report import CATEGORIES, Report
 from kernelagent.verifier.sandbox.pool import WorkerPool
+from tests.corpus.headers import header as _header
 from tests.paths import CORPUS, WRONG
 from tests.paths import HONEST as HONEST_DIR
 from tests.paths import PROBLEMS as PROBLEM_HOME
@@ -88,15 +88,6 @@ class Case:
     @property
     def name(self) -> str:
         return self.path.stem
-
-
-def _header(text: str, key: str, default: str | None = None) -> str:
-    match = re.search(rf"^# {key}: (.+)$", text, re.MULTILINE)
-    if match is None:
-        if default is None:
-            raise AssertionError(f"missing '# {key}:' line")
-        return default
-    return match.group(1).strip()
 
 
 def load_case(path: Path) -> Case:

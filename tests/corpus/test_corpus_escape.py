@@ -26,19 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.corpus.headers import header as _header
 from tests.paths import CORPUS, WRONG
 from tests.paths import PROBLEMS as PROBLEM_HOME
 
 PROBLEMS = PROBLEM_HOME / "corpus"
-
-
-def _header(text: str, key: str, default: str | None = None) -> str:
-    match = re.search(rf"^# {key}: (.+)$", text, re.MULTILINE)
-    if match is None:
-        if default is None:
-            raise AssertionError(f"missing '# {key}:' line")
-        return default
-    return match.group(1).strip()
 
 
 # ------------------------------------------------------------------- escapes through the OS walls (own parent)
