@@ -483,7 +483,8 @@ CUTE_CASES = [  # every kernel and every option flag, 128-bit and scalar vectors
 
 @pytest.mark.cute
 def test_cute_cross_entropy_compiles_for_sm90a_without_spills():
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a",  # the parent's path too: where CuTe DSL was unpacked
+               PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
     proc = subprocess.run([sys.executable, "-c", CUTE_CHILD, str(CE_DIR / "cute.py"), json.dumps(CUTE_CASES)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")]

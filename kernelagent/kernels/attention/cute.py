@@ -331,18 +331,14 @@ _BWD = _attn_bwd_kernel if INTERPRETING else triton.autotune(
     _attn_bwd_kernel)
 
 
-_ALLOCATOR: list = []
-
-
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 def _ensure_tma_allocator() -> None:
-    """Device-side tensor descriptors need global scratch from an allocator Triton calls at launch."""
-    if not _ALLOCATOR:
-        triton.set_allocator(_tma_scratch)
-        _ALLOCATOR.append(_tma_scratch)
+    """Device-side tensor descriptors need global scratch from an allocator Triton calls at launch.
+    Set on every call: Triton keeps it per thread, and autograd runs the backward on its own thread."""
+    triton.set_allocator(_tma_scratch)
 
 
 def _bucket(n: int) -> int:
