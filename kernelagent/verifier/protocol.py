@@ -33,6 +33,8 @@ INIT_FILE = "init.pt"            # constructor arguments and parameter states
 PROBLEM_FILE = "problem.py"      # the problem, for fresh draws (delivered after the constructor)
 DELIVERY_FILE = "delivery.json"  # the Delivery (after the constructor)
 CONSTRUCTED_FILE = "constructed"  # written by the worker in its `-out` folder once ModelNew exists
+IMPORTED_FILE = "imported"  # a pooled GPU worker's folder: imports done, waiting for its turn on the GPU
+GPU_TURN_FILE = "gpu-turn"  # put there by the parent while no timing runs: make the CUDA context now
 
 
 def inputs_file(trial_id: int) -> str:
@@ -175,10 +177,12 @@ class Transfers:
 
     d2h_bytes: int = 0
     scalar_reads: int = 0   # `.item()`-style reads of single elements
+    foreign_streams: int = 0  # ops and kernel launches on a CUDA stream other than the caller's
 
     def add(self, other: Transfers) -> None:
         self.d2h_bytes += other.d2h_bytes
         self.scalar_reads += other.scalar_reads
+        self.foreign_streams += other.foreign_streams
 
 
 @dataclass

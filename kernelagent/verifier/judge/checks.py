@@ -144,6 +144,8 @@ class Judge:
                        "forward must launch your Triton / CuTe DSL kernel on every call")
         if t.late_writes:
             self._late_writes("")
+        if t.transfers.foreign_streams:
+            self._foreign_streams(t.transfers.foreign_streams, "")
         wrong_dev = [d for d in t.devices if d and d != self.meta.get("device", d)]
         if wrong_dev:
             self.j.add("mismatch", f"outputs on device {wrong_dev[0]}, expected {self.meta.get('device')}",
@@ -278,8 +280,15 @@ class Judge:
             self.j.add("timing_violation", f"while timed, {timing.calls - timing.launches} of {timing.calls} calls "
                        "launched no kernel: they returned answers without computing them", "timing",
                        "launch your kernel on every call; never reuse results between calls")
+        if timing.transfers.foreign_streams:
+            self._foreign_streams(timing.transfers.foreign_streams, " while timed")
         self._stream_check(timing.candidate)
         self._physics(timing.candidate)
+
+    def _foreign_streams(self, n: int, when: str) -> None:
+        self.j.add("stream_violation", f"{n} op(s) or kernel launch(es){when} ran on a CUDA stream other than the "
+                   "caller's: work there escapes the timing events", "integrity",
+                   "launch everything on torch.cuda.current_stream(); do not switch streams in forward")
 
     def _timed_prints(self) -> None:
         path = self.refs / "checks.pt"

@@ -1,11 +1,20 @@
 """One timing method for candidate, eager reference and torch.compile reference (GPU only).
 
-Each call: new input values (fresh.Refresher, outside the events), flush L2 (outside the events),
-record events around the call, then fingerprint its outputs (outside the events). Warm-up first;
+Each call: new input values (fresh.Refresher, outside the events), flush L2 (outside the events), a
+short wait on the GPU (below), record events around the call, then fingerprint its outputs (outside the
+events). Warm-up first;
 repetitions until a time budget or a count; median, interquartile range and mean. A host-clock
 cross-check around a full device synchronise catches work hidden on other streams. Under 10 us the
 calls are captured in a CUDA graph (one call per buffer slot) and replayed, each slot refilled before
 every replay.
+
+The wait: refreshing inputs and fingerprinting outputs keep the host busy between calls, so the GPU
+drains its queue and would reach the start event before the host has launched the call; the events
+would then time the host's launch work (and the verifier's own recorder) as if it were the kernel's.
+A one-thread spin kernel, longer than the host needs to launch the call, keeps the launch ahead of
+the GPU, as a deep queue does in `triton.testing.do_bench` (NVBench's blocking kernel does the same).
+Work on another stream could run beside the spin; the worker rejects any launch off the caller's
+stream (worker.integrity), so nothing of the call's can.
 """
 
 from __future__ import annotations
@@ -23,10 +32,19 @@ _Event = getattr(torch.cuda, "Event", None)
 _synchronize = torch.cuda.synchronize
 _elapsed = _Event.elapsed_time if _Event is not None else None
 _record = _Event.record if _Event is not None else None
+_spin = getattr(torch.cuda, "_sleep", None)  # spin `cycles` GPU clock cycles on the current stream
 
 GRAPH_THRESHOLD_MS = 0.010
-GRAPH_SLOTS = 20         # calls per replayed graph, each with its own input buffers and draw
+GRAPH_SLOTS = 10         # calls per replayed graph, each with its own input buffers and draw
+# Host time a measurement may spend (each call refreshes its inputs and fingerprints its outputs on the
+# host: about a millisecond, far more than a small kernel takes): warm-up and repetitions stop at
+# whichever limit comes first, GPU time or host time, after their minimum counts
+WARMUP_HOST_S = 0.3
+REPS_HOST_S = 1.0
 L2_FLUSH_BYTES = 256 * 2**20
+SPIN_MAX_MS = 1.0        # a call whose launch takes longer on the host shows the rest in its time
+SPIN_MARGIN = 1.5        # spin this many times the host time of the slowest recent launch
+SPIN_FLOOR_MS = 0.02
 
 
 @dataclass
@@ -43,6 +61,8 @@ class Timing:
     host_ms_per_call: float | None = None
     notes: list[str] = field(default_factory=list)
     calls: int = 0                   # calls made in all (each with its own draw)
+    launch_host_ms: float | None = None  # host time of one call (median), the spin covers it
+    spin_ms: float | None = None     # the GPU wait queued before each timed call
 
     def to_dict(self, keep_samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -92,11 +112,53 @@ class Workload:
         return Workload(run=lambda slot: current[0](), prepare=prepare)
 
 
+class _Spin:
+    """The GPU wait before each timed call, sized from the host time of recent calls."""
+
+    _cycles_per_ms: float | None = None  # measured once per process
+
+    def __init__(self) -> None:
+        self.host_ms: list[float] = []
+        self.cycles = 0
+
+    @classmethod
+    def cycles_per_ms(cls) -> float:
+        if cls._cycles_per_ms is None:
+            probe = 2_000_000
+            a, b = _Event(enable_timing=True), _Event(enable_timing=True)
+            _spin(probe // 10)  # first launch loads the kernel
+            _record(a, torch.cuda.current_stream())
+            _spin(probe)
+            _record(b, torch.cuda.current_stream())
+            _synchronize()
+            cls._cycles_per_ms = probe / max(_elapsed(a, b), 1e-3)
+        return cls._cycles_per_ms
+
+    def saw(self, host_ms: float) -> None:
+        self.host_ms = (self.host_ms + [host_ms])[-8:]
+
+    def size(self) -> None:
+        if _spin is None or not self.host_ms:
+            return
+        ms = min(SPIN_MAX_MS, max(SPIN_FLOOR_MS, SPIN_MARGIN * max(self.host_ms)))
+        self.cycles = int(ms * self.cycles_per_ms())
+
+    @property
+    def ms(self) -> float:
+        return self.cycles / self._cycles_per_ms if self.cycles and self._cycles_per_ms else 0.0
+
+    def __call__(self) -> None:
+        if self.cycles:
+            _spin(self.cycles)
+
+
 class _Calls:
     """Numbers the calls of one measurement: call i always gets draw i, whatever phase it belongs to."""
 
     def __init__(self, work: Workload, flush: _Flusher | None):
         self.work, self.flush, self.n = work, flush, 0
+        self.spin = _Spin()
+        self.launch_ms: list[float] = []
 
     def one(self, record: bool = True) -> tuple[Any, Any] | None:
         i, slot = self.n, self.n % self.work.slots
@@ -105,19 +167,32 @@ class _Calls:
         if self.flush is not None:
             self.flush()
         if not record:
+            t = _perf_counter()
             self.work.run(slot)
+            self.spin.saw((_perf_counter() - t) * 1e3)
             self.work.after(i, slot)
             return None
+        self.spin()
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        t = _perf_counter()
         _record(start, torch.cuda.current_stream())
         self.work.run(slot)
         _record(end, torch.cuda.current_stream())
+        host = (_perf_counter() - t) * 1e3
+        self.spin.saw(host)
+        self.launch_ms.append(host)
         self.work.after(i, slot)
         return start, end
 
 
-def _event_samples(calls: _Calls, reps: int) -> list[float]:
-    pairs = [calls.one() for _ in range(reps)]
+def _event_samples(calls: _Calls, reps: int, host_s: float | None = None, least: int = 1) -> list[float]:
+    """`reps` timed calls, or fewer (never under `least`) once `host_s` seconds of host time are spent."""
+    deadline = None if host_s is None else _perf_counter() + host_s
+    pairs = []
+    for _ in range(reps):
+        pairs.append(calls.one())
+        if deadline is not None and len(pairs) >= least and _perf_counter() > deadline:
+            break
     _synchronize()
     return [_elapsed(a, b) for a, b in pairs]
 
@@ -141,7 +216,7 @@ def host_ratio(work: Workload, calls: int = 20) -> tuple[float, float]:
     return host_ms / max(_elapsed(start, end), 1e-6), host_ms / calls
 
 
-def _graph_samples(calls: _Calls, reps: int) -> list[float]:
+def _graph_samples(calls: _Calls, reps: int, least: int) -> list[float]:
     """Capture one call per slot in a graph; before each replay every slot gets its next draw."""
     work = calls.work
     side = torch.cuda.Stream()
@@ -158,8 +233,11 @@ def _graph_samples(calls: _Calls, reps: int) -> list[float]:
                 work.run(slot)
     torch.cuda.current_stream().wait_stream(side)
     _synchronize()
-    samples = []
+    samples: list[float] = []
+    deadline = _perf_counter() + REPS_HOST_S
     for _ in range(reps):
+        if len(samples) >= least and _perf_counter() > deadline:
+            break
         first = calls.n
         for slot in range(work.slots):
             work.prepare(first + slot, slot)
@@ -185,26 +263,32 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
         work = Workload.of(list(work))
     flush = _Flusher()
     calls = _Calls(work, flush)
-    for _ in range(work.slots):
+    for _ in range(max(work.slots, 3)):
         calls.one(record=False)
     _synchronize()
+    calls.spin.size()
     est = max(statistics.median(_event_samples(calls, 5)), 1e-4)
     n_warm = max(1, int(warmup_ms / est))
-    _event_samples(calls, min(n_warm, max_reps))
+    _event_samples(calls, min(n_warm, max_reps), WARMUP_HOST_S, least=3)
+    calls.spin.size()
+    calls.launch_ms.clear()
     reps = int(min(max_reps, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
     notes: list[str] = []
     if graph:
         try:
             work.slots = GRAPH_SLOTS
-            result = summarize(_graph_samples(calls, max(min_reps, 50)), "cuda_graph")
+            result = summarize(_graph_samples(calls, max(min_reps, 50), least=min_reps), "cuda_graph")
         except RuntimeError as e:  # not capturable: fall back to events, say so
             notes.append(f"CUDA graph capture failed ({str(e).splitlines()[0][:120]}); timed with events")
             work.slots = 1
-            result = summarize(_event_samples(calls, reps), "events")
+            result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min_reps), "events")
     else:
-        result = summarize(_event_samples(calls, reps), "events")
+        result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min_reps), "events")
     result.host_ratio, result.host_ms_per_call = host_ratio(work)
+    if calls.launch_ms:
+        result.launch_host_ms = statistics.median(calls.launch_ms)
+    result.spin_ms = calls.spin.ms if not graph else None
     result.notes = notes
     result.calls = calls.n
     del flush

@@ -28,7 +28,7 @@ from kernelagent.verifier import protocol as P
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.tensorio import grads_dict
-from kernelagent.verifier.worker import dispatch_guard, guard
+from kernelagent.verifier.worker import dispatch_guard, guard, integrity
 from kernelagent.verifier.worker.errors import classify_exception
 from kernelagent.verifier.worker.integrity import (
     LaunchCounter,
@@ -103,6 +103,8 @@ class CandidateRunner:
     def prepare(self) -> None:
         self._load_init()
         interpreter = self.device == "cpu"
+        if self.device == "cuda":
+            integrity.use_cuda()  # the recorders check that every op and launch stays on the caller's stream
         self.launches.install_triton(interpreter)
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it

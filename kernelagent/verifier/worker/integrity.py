@@ -46,8 +46,10 @@ class OpRecorder(TorchDispatchMode):
         self.ops: Counter[str] = Counter()
         self.transfers = Transfers()
         self.opened: set[str] = set()  # library ops whose Python bodies ran under this recorder
+        self.stream: int | None = None  # the caller's CUDA stream while recording (None on CPU)
 
     def __enter__(self) -> OpRecorder:
+        self.stream = _current_stream()
         _active.append(self)
         return super().__enter__()
 
@@ -61,6 +63,8 @@ class OpRecorder(TorchDispatchMode):
         name = op_name(func)
         base = name.partition(".")[2]
         self.ops[name] += 1
+        if self.stream is not None and _current_stream() != self.stream:
+            self.transfers.foreign_streams += 1
         if base in _SCALAR_OPS:  # on any device: a tensor copied to the host and read element by element
             self.transfers.scalar_reads += 1
         body = _python_body(func, args)
@@ -115,6 +119,19 @@ def _d2h_bytes(args: Any, out: Any) -> int:
     return dst.numel() * dst.element_size()
 
 
+_stream_of_caller = torch.cuda.current_stream  # captured before any candidate is imported
+_CUDA = [False]  # set when the worker runs on a GPU (worker.candidate), before any candidate code
+
+
+def use_cuda() -> None:
+    _CUDA[0] = True
+
+
+def _current_stream() -> int | None:
+    """The handle of the current CUDA stream (None where CUDA is not in use)."""
+    return int(_stream_of_caller().cuda_stream) if _CUDA[0] else None
+
+
 class LaunchCounter:
     """Counts kernel launches of the candidate's own kernels (Triton on GPU or interpreter, CuTe DSL)."""
 
@@ -159,6 +176,10 @@ class LaunchCounter:
             data = getattr(metadata, "data", None)  # triton's LazyDict keeps the launch name in .data
             name = data.get("name", "?") if isinstance(data, dict) else "?"
             self.stats["triton_kernels"][str(name)] += 1
+            stream = data.get("stream") if isinstance(data, dict) else None
+            rec = _active[-1] if _active else None
+            if rec is not None and rec.stream is not None and stream is not None and int(stream) != rec.stream:
+                rec.transfers.foreign_streams += 1
 
         triton.knobs.runtime.launch_enter_hook.add(enter)
         self._triton_hook = enter

@@ -176,3 +176,13 @@ def test_a_kernel_wrong_everywhere_is_a_mismatch(world):
     _prints(refs, out, wrong_at=set(range(40)))
     bad = {0: answers[0] * 1.05, 1: answers[1] * 1.05}
     assert judge(cand=bad, timing=_timing()) == "mismatch"
+
+
+def test_work_on_a_stream_other_than_the_callers_is_a_stream_violation(world):
+    """Work queued on a private stream can run before the timing's start event opens (beside the input
+    refresh, the flush, the spin), even when it is joined: any op or launch off the caller's stream."""
+    judge, _, refs, out = world
+    assert judge(trials=_calls(transfers=Transfers(foreign_streams=2))) == "stream_violation"
+    _prints(refs, out, wrong_at=set())
+    assert judge(timing=_timing()) is None
+    assert judge(timing=_timing(transfers=Transfers(foreign_streams=1))) == "stream_violation"
