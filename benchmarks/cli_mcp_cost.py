@@ -121,6 +121,7 @@ def main() -> None:
     data: dict[str, Any] = {"problem": str(PROBLEM.relative_to(ROOT)), "kernel": str(KERNEL.relative_to(ROOT)),
                             "home": str(home), "device": args.device,
                             "cli": cli_calls(home, args.repeats, args.device)}
+    write_result("cli_mcp_cost", data)  # kept even if the MCP part runs out of time
     try:
         import anyio
         data["mcp"] = anyio.run(mcp_calls, home, args.repeats, args.concurrent, args.device)

@@ -45,22 +45,22 @@ def verify(
     cache: Annotated[bool, typer.Option(help="Reuse the problem's reference pack across runs.")] = True,
 ) -> None:
     """Verify a candidate kernel against a reference problem."""
+    _existing(kernel, "candidate file")
+    _existing(ref, "problem file")
+    opts = verify_options(device, seeds, timeout, timing, keep_workdir=keep, profile=profile, sanitize=sanitize,
+                          confinement=confinement, cache=cache)
+    pool = _early_worker(opts)  # before this process imports torch: the worker's imports run meanwhile
     from kernelagent.cli.render import render_report
     from kernelagent.verifier.api import report_json
     from kernelagent.verifier.api import verify as run_verify
-
-    _existing(kernel, "candidate file")
-    _existing(ref, "problem file")
     from kernelagent.verifier.sandbox.confine import ConfinementError
 
-    opts = verify_options(device, seeds, timeout, timing, keep_workdir=keep, profile=profile, sanitize=sanitize,
-                          confinement=confinement, cache=cache)
     try:
         if json_out:
-            report = run_verify(ref, kernel, opts)
+            report = run_verify(ref, kernel, opts, pool=pool)
         else:
             with console.status("verifying ...") as status:
-                report = run_verify(ref, kernel, opts, progress=lambda m: status.update(m))
+                report = run_verify(ref, kernel, opts, progress=lambda m: status.update(m), pool=pool)
     except ConfinementError as e:
         raise fail(f"{e} (--confinement strict refuses to run without it)") from e
     except ValueError as e:
@@ -73,6 +73,24 @@ def verify(
         if note:
             err.print(note, highlight=False)
     raise typer.Exit(int(exit_for_report(report)))
+
+
+def _early_worker(opts):  # noqa: ANN001, ANN202 - VerifyOptions in, WorkerPool (or None) out
+    """A pool with the candidate's worker already starting (not under a profiler or sanitizer, whose
+    workers start under their tool)."""
+    from kernelagent.verifier.sandbox.confine import ConfinementError
+    from kernelagent.verifier.sandbox.pool import WorkerPool
+
+    if opts.profile or opts.sanitize:
+        return None
+    from kernelagent.verifier.api import likely_device
+
+    pool = WorkerPool.for_options(opts, size=0)
+    try:
+        pool.prestart(likely_device(opts.device))
+    except (ConfinementError, OSError):
+        return None  # the verify itself will say what is wrong, in its own words
+    return pool
 
 
 def _log(ref: Path, kernel: Path, report) -> str:  # noqa: ANN001 - a verifier Report

@@ -33,6 +33,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pack import Pack
 from kernelagent.verifier.policy.check import check_policy
 from kernelagent.verifier.report import Report, Stage
+from kernelagent.verifier.sandbox import bytecode
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.sandbox.spawn import redact, scratch_base, secret_values, sweep_stale
 
@@ -75,6 +76,7 @@ class Verifier:
         self.options = options or VerifyOptions()
         self.device = resolve_device(self.options.device)  # imports torch (before any thread does)
         _warm_policy()
+        bytecode.warm_in_background()  # once per installation: workers never write bytecode themselves
         self.pool = pool or WorkerPool.for_options(self.options, size=0)
         self._packs: dict[str, Pack] = {}
         sweep_stale()
@@ -423,10 +425,20 @@ def _finish(report: Report, t0: float) -> Report:
 
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None,
-           progress: Progress | None = None) -> Report:
-    """Verify one candidate against one problem with fresh workers (the CLI's `verify`)."""
-    with Verifier(options) as v:
+           progress: Progress | None = None, pool: WorkerPool | None = None) -> Report:
+    """Verify one candidate against one problem with fresh workers (the CLI's `verify`); `pool` may hold a
+    worker started early (closed with the verifier)."""
+    with Verifier(options, pool=pool) as v:
         return v.verify(problem, candidate, progress)
+
+
+def likely_device(device: str) -> str:
+    """The device `resolve_device` will pick, guessed without importing torch (a GPU driver is present and
+    not hidden); a wrong guess costs one unused worker."""
+    if device in ("cpu", "cuda"):
+        return device
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
 def report_json(report: Report) -> str:

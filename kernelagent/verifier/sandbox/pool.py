@@ -6,7 +6,6 @@ imported, blocked on stdin); each serves one request and is then replaced in the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelagent.verifier.estimate import oom_kill_count
-from kernelagent.verifier.protocol import CONSTRUCTED_FILE, Request, encode
+from kernelagent.verifier.protocol import CONSTRUCTED_FILE, GPU_TURN_FILE, IMPORTED_FILE, Request, encode
 from kernelagent.verifier.sandbox import confine, limits
 from kernelagent.verifier.sandbox.spawn import (
     default_memory_limit_mb,
@@ -91,11 +90,15 @@ class Worker:
 
     def wait_ready(self, limit: float = 120.0) -> bool:
         """Wait until the worker has imported torch and made its CUDA context (its `ready` file)."""
+        return self.wait_file("ready", limit)
+
+    def wait_file(self, name: str, limit: float = 120.0) -> bool:
+        """Wait until the worker has written `name` in its folder (False if it died or time ran out)."""
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and self.proc.poll() is None:
-            if (self.workdir / "ready").exists():
+            if (self.workdir / name).exists():
                 return True
-            time.sleep(0.02)
+            time.sleep(0.01)
         return False
 
     def link(self, name: str, source: str | Path) -> Path:
@@ -245,11 +248,9 @@ class WorkerPool:
                 missing = self.size - len(self._idle.setdefault(mode, []))
             for _ in range(max(0, missing)):
                 # a pooled worker idles until a request comes: it may warm up Triton meanwhile; on a GPU it
-                # makes its CUDA context and warms up only while no timing runs (gpu_quiet)
-                with self.gpu_quiet() if mode == "cuda" else contextlib.nullcontext():
-                    w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"}, **self.sandbox)
-                    if mode == "cuda":
-                        w.wait_ready()
+                # makes its CUDA context and warms up only while no timing runs (gpu_quiet); its imports (seconds)
+                # run meanwhile, outside the lock, so a verify waits for a second at most, not a whole start
+                w = self._start(mode)
                 with self._lock:
                     closed = self._closed
                     if not closed:
@@ -257,6 +258,24 @@ class WorkerPool:
                 if closed:  # closed while this one started: it must not outlive the pool
                     w.discard()
                     return
+
+    def _start(self, mode: str) -> Worker:
+        env = {"KERNELAGENT_WORKER_WARM": "1"}
+        if mode != "cuda":
+            return Worker(mode, self.root, extra_env=env, **self.sandbox)
+        w = Worker(mode, self.root, extra_env={**env, "KERNELAGENT_WORKER_GPU_TURN": "1"}, **self.sandbox)
+        w.wait_file(IMPORTED_FILE)
+        with self.gpu_quiet():
+            (w.workdir / GPU_TURN_FILE).write_text("")
+            w.wait_ready()
+        return w
+
+    def prestart(self, mode: str) -> None:
+        """Start one worker now, idle in the pool: its imports run while the caller does its own (a CLI
+        verify starts its candidate worker before the parent has imported torch)."""
+        w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"}, **self.sandbox)
+        with self._lock:
+            self._idle.setdefault(mode, []).append(w)
 
     def acquire(self, mode: str) -> Worker:
         with self._lock:

@@ -17,7 +17,22 @@ import traceback
 from pathlib import Path
 
 
-def _warm_imports(mode: str) -> dict[str, str]:
+def _wait_for_gpu_turn(workdir: Path, limit: float = 900.0) -> None:
+    """A pooled GPU worker imports while another worker may be timing a kernel; it makes its CUDA context
+    and warms its compiler only when the parent says the GPU is quiet (sandbox.pool.WorkerPool.warm)."""
+    from kernelagent.verifier.protocol import GPU_TURN_FILE, IMPORTED_FILE
+
+    if os.environ.get("KERNELAGENT_WORKER_GPU_TURN") != "1":
+        return
+    (workdir / IMPORTED_FILE).write_text("")
+    deadline = time.monotonic() + limit
+    while not (workdir / GPU_TURN_FILE).exists():
+        if time.monotonic() > deadline:
+            os._exit(0)  # the parent is gone or forgot this worker
+        time.sleep(0.01)
+
+
+def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
     # torch._dynamo is not imported (seconds on a cold worker): the verifier's dispatch modes opt out of
     # its wrapper, and the rebinding its import makes is recognised by guard.changed_since
     import torch
@@ -40,6 +55,7 @@ def _warm_imports(mode: str) -> dict[str, str]:
         versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
     if mode == "cuda" and torch.cuda.is_available():
         import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs
+        _wait_for_gpu_turn(workdir)
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
@@ -136,7 +152,7 @@ def main() -> None:
     # set-up; always before the request is read and any candidate code exists
     walls = confine.enter(workdir, settings) if confine.restrict_early(mode) else None
     t0 = time.perf_counter()
-    env = _warm_imports(mode)
+    env = _warm_imports(mode, workdir)
     import_seconds = round(time.perf_counter() - t0, 3)
     walls = walls or confine.enter(workdir, settings)
     env.update(mode=mode, sandbox_network=netns or confine.network_note(walls), import_seconds=import_seconds,
