@@ -286,8 +286,8 @@ class Judge:
         self._physics(timing.candidate)
 
     def _foreign_streams(self, n: int, when: str) -> None:
-        self.j.add("stream_violation", f"{n} op(s) or kernel launch(es){when} ran on a CUDA stream other than the "
-                   "caller's: work there escapes the timing events", "integrity",
+        self.j.add("stream_violation", f"{n} op(s) or kernel launch(es){when} ran on another stream, not the caller's "
+                   "(torch.cuda.current_stream()): work there escapes the timing events", "integrity",
                    "launch everything on torch.cuda.current_stream(); do not switch streams in forward")
 
     def _timed_prints(self) -> None:

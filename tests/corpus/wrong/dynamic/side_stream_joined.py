@@ -1,7 +1,7 @@
 # expect: stream_violation
 # policy: off
 # problem: relu_big
-# needle: stream other than the caller's
+# needle: another stream, not the caller's
 # gpu: yes
 """Runs its kernel on a private stream and joins it before returning: correct, and nothing is left
 running. But the private stream does not wait for the caller's, so the kernel may start while the
