@@ -65,6 +65,9 @@ def verify(
         raise fail(f"{e} (--confinement strict refuses to run without it)") from e
     except ValueError as e:
         raise fail(str(e)) from e
+    finally:
+        if pool is not None:
+            pool.close()  # the early worker too when the verifier never started (bad options)
     note = _log(ref, kernel, report)
     if json_out:
         print(report_json(report))

@@ -68,3 +68,19 @@ def test_history_empty_and_doctor(tmp_path):
     info = json.loads(doc.stdout)
     assert info["api_keys"]["ANTHROPIC_API_KEY"] is True
     assert "sk-test-secret-123" not in doc.stdout
+
+
+def test_a_refused_device_leaves_no_early_worker_behind(tmp_path):
+    """The CLI starts its worker before it knows the options are usable; a refusal closes it again."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the refusal needs a machine without a GPU")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    res = ka("verify", str(softmax_case("good")), "--ref", str(SOFTMAX_PROBLEM), "--device", "cuda",
+             home=tmp_path, env_extra={"KERNELAGENT_SCRATCH": str(scratch)})
+    assert res.returncode == 2 and "no CUDA GPU is visible" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("ka-worker-")]
