@@ -200,6 +200,7 @@ class CallFacts:
     devices: list[str] = field(default_factory=list)
     late_writes: bool = False                           # outputs changed after the stream finished
     grad_leaves: int = 0                                # tensors the backward differentiated (engine sums)
+    copied: list[int] = field(default_factory=list)     # outputs that are PyTorch's copies of input data
 
 
 @dataclass

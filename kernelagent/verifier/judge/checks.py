@@ -134,6 +134,10 @@ class Judge:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(computed.items())[:8])
             self.j.add("fallback_to_reference", f"forward dispatched PyTorch compute ops: {ops}", "integrity",
                        "compute everything in your own kernels; only allocation, views and copies are allowed")
+        if t.copied:
+            self.j.add("fallback_to_reference", f"output(s) {t.copied} are PyTorch's copies of the input data (clone, "
+                       "contiguous, to), never handed to a kernel of yours: PyTorch produced them", "integrity",
+                       "write every output in your own kernel; copies are for preparing a kernel's inputs")
         host = self._host_compute(t, trial)
         if host:
             self.j.add("fallback_to_reference", f"{host}: forward read the data on the host, where no kernel "

@@ -10,12 +10,14 @@ from kernelagent.verifier.policy.names import Resolver
 from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, header, walk_local
 from kernelagent.verifier.policy.tables import (
     BUILTIN_TENSOR_COMPUTE,
+    HOST_BYTES_BUILTINS,
     NN_MODULE_OK_METHODS,
     OP_WRAPPERS,
     OPERATOR_ALWAYS,
     STREAM_CALLS,
     TENSOR_ALLOWED_METHODS,
     TENSOR_COMPUTE_METHODS,
+    TENSOR_HOST_BYTES_METHODS,
     TORCH_ALLOWED_CALLS,
     TORCH_CONSTANTS,
     TORCH_NAMESPACES,
@@ -164,6 +166,10 @@ class ForwardChecker:
             self._flag(call, f"`{short(call.func)}(...)` in a loop reads tensor values one by one, computing on the "
                              "host in the forward path")
             return
+        if access is not None and access[1] in TENSOR_HOST_BYTES_METHODS and not isinstance(access[0], _LITERALS):
+            self._flag(call, f"`{short(call.func)}(...)` hands a tensor's raw memory to Python in the forward path, "
+                             "where computing from it is host compute")
+            return
         if access is not None and self.tensors.is_tensor(access[0], scope):
             if access[1] not in TENSOR_ALLOWED_METHODS and access[1] not in _CONTAINER_METHODS:
                 self._flag(call, f"`{short(call.func)}(...)` calls the tensor method .{access[1]}(){built}, "
@@ -188,6 +194,10 @@ class ForwardChecker:
             self._flag(call, f"{label} computes on tensors with NumPy in the forward path")
         elif root in ("math", "cmath", "statistics") and self._tensor_args(call, scope):
             self._flag(call, f"{label} computes on tensor values on the host in the forward path")
+        elif root == "builtins" and rest in HOST_BYTES_BUILTINS and any(
+                not isinstance(a, _LITERALS) for a in call.args):
+            self._flag(call, f"{label} reads memory as host bytes in the forward path, where computing from them "
+                             "is host compute")
         elif root == "builtins" and rest in BUILTIN_TENSOR_COMPUTE and self._tensor_args(call, scope):
             self._flag(call, f"{label} on tensors computes in PyTorch in the forward path")
         elif root == "operator" and rest not in _OPERATOR_NEUTRAL and (

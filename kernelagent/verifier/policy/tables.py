@@ -217,6 +217,8 @@ BANNED: dict[str, str] = {
         "sys.exc_info", "sys.exception", "sys.last_traceback", "builtins.globals", "builtins.locals",
         "builtins.vars", "builtins.breakpoint", "builtins.__build_class__", "builtins.__loader__",
         "builtins.__spec__", "builtins.help", "numpy.core",
+        # an object's address: with raw pointers (the interpreter's are host addresses) it reaches any object
+        "builtins.id",
     )},
     # typing.get_type_hints and singledispatch's register evaluate string annotations with eval
     **{m: "eval_exec" for m in (
@@ -355,9 +357,13 @@ TORCH_TENSOR_BASES = frozenset({"torch.Tensor", "torch._C.TensorBase", "torch._C
 TENSOR_NONTENSOR_METHODS = frozenset({
     "size", "stride", "numel", "nelement", "dim", "ndimension", "data_ptr", "element_size",
     "is_contiguous", "is_floating_point", "is_complex", "get_device", "storage_offset", "item",
-    "untyped_storage", "__dlpack__", "__dlpack_device__", "is_pinned", "is_shared",
-    "is_signed", "dim_order",
+    "__dlpack_device__", "is_pinned", "is_shared", "is_signed", "dim_order",
 })
+# A tensor's bytes as host Python values (bytes(), memoryview(), iteration): computing from them is host
+# compute that no aten op shows on a CPU (red team, 2026-12-01: softmax in pure Python from the storage).
+TENSOR_HOST_BYTES_METHODS = frozenset({"untyped_storage", "storage", "_typed_storage", "__dlpack__", "__array__",
+                                       "__array_interface__", "__cuda_array_interface__"})
+HOST_BYTES_BUILTINS = frozenset({"bytes", "bytearray", "memoryview"})
 TENSOR_ALLOWED_METHODS = TENSOR_NONTENSOR_METHODS | frozenset({
     "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "contiguous", "expand",
     "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "select", "as_strided",

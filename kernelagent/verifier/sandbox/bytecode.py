@@ -22,6 +22,7 @@ from pathlib import Path
 # what a worker imports on start (worker.main._warm_imports), in one line for the child
 _IMPORTS = ("import torch, triton; import triton.compiler, triton.runtime.driver; "
             "import kernelagent.verifier.worker.main, kernelagent.verifier.worker.candidate")
+_ENV_KEPT = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR")
 _SENTINELS = ("torch", "triton", "kernelagent.verifier.worker.candidate")
 _STARTED: list[threading.Thread] = []
 
@@ -44,7 +45,8 @@ def missing() -> list[str]:
 
 def compile_now(timeout: float = 300.0) -> bool:
     """Import what a worker imports in a child with bytecode writes on; True when it ran to the end."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    # what finding the packages needs, nothing else (no keys, nothing of the caller's): it only imports
+    env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
     env["CUDA_VISIBLE_DEVICES"] = ""  # imports only: no GPU context
     pkg_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)

@@ -28,7 +28,7 @@ from kernelagent.verifier import protocol as P
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.tensorio import grads_dict
-from kernelagent.verifier.worker import dispatch_guard, guard, integrity
+from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds
 from kernelagent.verifier.worker.errors import classify_exception
 from kernelagent.verifier.worker.integrity import (
     LaunchCounter,
@@ -106,6 +106,8 @@ class CandidateRunner:
         if self.device == "cuda":
             integrity.use_cuda()  # the recorders check that every op and launch stays on the caller's stream
         self.launches.install_triton(interpreter)
+        if interpreter:
+            interp_bounds.install()  # a kernel's pointers are host addresses there: keep them in its tensors
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
         self.facts.cute_hooks = self.req.backend != "triton" and self.launches.install_cute()
@@ -193,7 +195,9 @@ class CandidateRunner:
         ins = tensorio.clone_leaves(inputs)
         pristine = tensorio.clone_leaves(inputs)
         rec = OpRecorder(poison=poison)
+        rec.watch_inputs(pytree.tree_leaves(ins))
         before = self.launches.snapshot()
+        cute_before = self.launches.stats["cute_launches"]
         grads = None
         try:
             with guard.hidden_modules():
@@ -205,6 +209,8 @@ class CandidateRunner:
                         leaves, structure = check_outputs(out)
             late = self.sync_outputs(leaves, grads)
             aliases = _aliases(leaves, ins)
+            # CuTe DSL launches are not seen with their arguments: no copy finding for them
+            copied = rec.copied_outputs(leaves) if self.launches.stats["cute_launches"] == cute_before else []
             # what forward returned, as it was when it returned: work deferred to later (a finaliser that runs
             # when the inputs are freed, a callback) must not reach what is judged
             leaves, grads = _frozen(leaves), pytree.tree_map(_frozen_one, grads)
@@ -218,7 +224,8 @@ class CandidateRunner:
                           transfers=rec.transfers,
                           mutated=_inputs_unchanged(ins, pristine), types=["tensor" for _ in leaves],
                           structure=structure, aliases=aliases, devices=_devices(leaves),
-                          late_writes=late, grad_leaves=getattr(self, "_grad_leaves", 0) if self.backward else 0)
+                          late_writes=late, grad_leaves=getattr(self, "_grad_leaves", 0) if self.backward else 0,
+                          copied=copied)
         return {"leaves": leaves, "grads": grads, "facts": facts}
 
     def _forward_backward(self, ins: list[Any], grad_outputs: list[Any] | None, rec: OpRecorder
@@ -311,7 +318,11 @@ class CandidateRunner:
 
     def save(self, name: str, res: dict[str, Any]) -> None:
         t = _perf()
-        tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
+        try:
+            tensorio.save(self.out / f"{name}.pt", {"outputs": res["leaves"], "grads": res.get("grads")})
+        except (RuntimeError, NotImplementedError, TypeError, ValueError) as e:  # tensors with no values to read
+            raise CandidateFailure("mismatch", f"the outputs or gradients forward produced cannot be read: "
+                                   f"{type(e).__name__}: {str(e)[:200]}") from e
         io = self.facts.io
         io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
         io["saved"] += 1
@@ -447,7 +458,7 @@ def _frozen(leaves: list[Any]) -> list[Any]:
     return [_frozen_one(x) for x in leaves]
 
 
-def _has_nan(leaves: list[Any]) -> bool:
+def _has_nan(leaves: list[Any]) -> bool:  # after save(): every leaf is a readable dense tensor
     return any(isinstance(x, torch.Tensor) and x.is_floating_point() and bool(_isnan(x).any()) for x in leaves)
 
 

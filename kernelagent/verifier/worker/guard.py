@@ -273,6 +273,13 @@ def _watched_namespaces() -> dict[str, object]:
         import triton
         import triton.testing
         spaces["triton"], spaces["triton.testing"] = triton, triton.testing
+        from triton.runtime.jit import JITFunction
+        spaces["triton.JITFunction"] = JITFunction  # its run tells the recorder what each launch was given
+        interp = sys.modules.get("triton.runtime.interpreter")  # the interpreter's bounds checks (CPU)
+        if interp is not None:
+            spaces["triton.InterpretedFunction"] = interp.InterpretedFunction
+            spaces["triton.InterpreterBuilder"] = interp.InterpreterBuilder
+            spaces["triton.GridExecutor"] = interp.GridExecutor
     except ImportError:
         pass
     import _thread

@@ -17,7 +17,26 @@ from kernelagent.verifier.protocol import Transfers
 
 _TRANSFER_OPS = frozenset({"_to_copy", "copy_", "_copy_from", "to", "_copy_from_and_resize"})
 _SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
+# Allowed ops that copy values; (source, destination) positions: "out" is the op's result
+_COPY_OPS = {"clone": (0, "out"), "_to_copy": (0, "out"), "to": (0, "out"), "contiguous": (0, "out"),
+             "lift_fresh_copy": (0, "out"), "copy_": (1, 0), "_copy_from": (0, 1), "_copy_from_and_resize": (0, 1)}
 _active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
+
+
+def storage_of(value: Any) -> int:
+    """The address of a tensor's storage (0 for anything else, and for tensors without one)."""
+    if not isinstance(value, torch.Tensor):
+        return 0
+    try:
+        return int(value.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # sparse, meta-like or other storage-less tensors
+        return 0
+
+
+def mark_launched(args: Any, kwargs: dict[str, Any]) -> None:
+    """A launch's tensor arguments, told to the innermost recorder (the copy rule)."""
+    if _active:
+        _active[-1].launched([*args, *kwargs.values()])
 
 
 def op_name(func: Any) -> str:
@@ -47,6 +66,12 @@ class OpRecorder(TorchDispatchMode):
         self.transfers = Transfers()
         self.opened: set[str] = set()  # library ops whose Python bodies ran under this recorder
         self.stream: int | None = None  # the caller's CUDA stream while recording (None on CPU)
+        # storages holding the inputs' values or PyTorch's copies of them, and of those the copies: an
+        # output that is such a copy, never handed to a kernel, was made by PyTorch (a transpose returned as
+        # x.t().contiguous() beside a decoy kernel; red team, 2026-12-01)
+        self.inputs: set[int] = set()
+        self.sources: set[int] = set()
+        self.copies: set[int] = set()
 
     def __enter__(self) -> OpRecorder:
         self.stream = _current_stream()
@@ -70,17 +95,46 @@ class OpRecorder(TorchDispatchMode):
         body = _python_body(func, args)
         if body is not None:  # a torch.library op written in Python: its body is judged like forward
             inner = OpRecorder(poison=self.poison)
+            inner.inputs, inner.sources, inner.copies = self.inputs, self.sources, self.copies  # the body is forward's
             with inner:
                 out = body(*args, **kwargs)
             self.merge(inner)
             self.opened.add(name)
             return out
         out = func(*args, **kwargs)
+        if self.sources and base in _COPY_OPS:
+            self._track_copy(base, args, out)
         if base in _TRANSFER_OPS:
             self.transfers.d2h_bytes += _d2h_bytes(args, out)
         if self.poison and base in ALLOCATION_OPS and isinstance(out, torch.Tensor) and out.numel():
             out.fill_(poison_value(out.dtype, self.poison == "sentinel"))
         return out
+
+    def watch_inputs(self, values: list[Any]) -> None:
+        self.inputs |= {s for s in map(storage_of, values) if s}
+        self.sources |= self.inputs
+
+    def launched(self, values: list[Any]) -> None:
+        """Tensors handed to a kernel: what a copy holds is the kernel's from now on (the inputs stay inputs:
+        a kernel writing into them is an input mutation, judged apart)."""
+        for s in map(storage_of, values):
+            self.copies.discard(s)
+            if s not in self.inputs:
+                self.sources.discard(s)
+
+    def copied_outputs(self, leaves: list[Any]) -> list[int]:
+        """Indices of the output tensors that are PyTorch's copies of input data, never given to a kernel."""
+        return [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and storage_of(x) in self.copies]
+
+    def _track_copy(self, base: str, args: tuple, out: Any) -> None:
+        src_at, dst_at = _COPY_OPS[base]
+        src = args[src_at] if len(args) > src_at else None
+        dst = out if dst_at == "out" else (args[dst_at] if len(args) > dst_at else None)
+        if storage_of(src) in self.sources and isinstance(dst, torch.Tensor):
+            target = storage_of(dst)
+            if target:
+                self.sources.add(target)
+                self.copies.add(target)
 
     def merge(self, other: OpRecorder) -> None:
         self.ops.update(other.ops)
@@ -162,6 +216,7 @@ class LaunchCounter:
 
             def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001
                 if not warmup:
+                    mark_launched(args, kwargs)
                     counter.stats["triton_launches"] += 1
                     counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
                     if len(counter.stats["interpreter_launches"]) < 256:
@@ -183,6 +238,16 @@ class LaunchCounter:
 
         triton.knobs.runtime.launch_enter_hook.add(enter)
         self._triton_hook = enter
+        from triton.runtime.jit import JITFunction
+
+        jit_run = JITFunction.run
+
+        def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001 - JITFunction.run's own signature
+            if not warmup:
+                mark_launched(args, kwargs)
+            return jit_run(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        JITFunction.run = run
 
     def remove_triton_hook(self) -> None:
         """Timing must not pay for a Python callback per launch."""

@@ -29,6 +29,9 @@ def check_outputs(out: Any) -> tuple[list[Any], str]:
 def _walk(obj: Any, where: str, leaves: list[Any]) -> str:
     kind = type(obj)
     if kind is torch.Tensor:
+        if obj.layout != torch.strided or obj.is_meta:  # nothing the harness could read or compare
+            raise OutputError(f"{where} is a {'meta' if obj.is_meta else str(obj.layout).removeprefix('torch.')} "
+                              "tensor; return dense tensors holding the values")
         leaves.append(obj)
         return f"Tensor{tuple(obj.shape)}:{str(obj.dtype).removeprefix('torch.')}"
     if any(kind is s for s in _SCALARS):

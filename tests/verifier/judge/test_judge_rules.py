@@ -186,3 +186,8 @@ def test_work_on_a_stream_other_than_the_callers_is_a_stream_violation(world):
     _prints(refs, out, wrong_at=set())
     assert judge(timing=_timing()) is None
     assert judge(timing=_timing(transfers=Transfers(foreign_streams=1))) == "stream_violation"
+
+
+def test_an_output_that_is_pytorchs_copy_of_the_input_is_fallback(world):
+    judge, *_ = world
+    assert judge(trials=_calls(copied=[0])) == "fallback_to_reference"

@@ -71,3 +71,19 @@ def test_the_device_is_guessed_without_torch(monkeypatch):
     assert likely_device("cpu") == "cpu" and likely_device("cuda") == "cuda"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert likely_device("auto") == "cpu"
+
+
+def test_the_bytecode_child_gets_nothing_of_the_callers_environment(monkeypatch):
+    """It only imports: no keys, no marks a test (or an attack) gave the caller's environment."""
+    seen = {}
+
+    def fake_run(cmd, env, **kw):  # noqa: ANN001, ANN202
+        seen.update(env)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("KERNELAGENT_TEST_MARK", "mark")
+    monkeypatch.setattr(bytecode.subprocess, "run", fake_run)
+    assert bytecode.compile_now()
+    assert "ANTHROPIC_API_KEY" not in seen and "KERNELAGENT_TEST_MARK" not in seen
+    assert seen["CUDA_VISIBLE_DEVICES"] == "" and "PYTHONPATH" in seen

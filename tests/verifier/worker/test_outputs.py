@@ -61,3 +61,12 @@ def test_a_metaclass_cannot_run_code_while_the_type_is_named():
     with pytest.raises(OutputError, match="Out"):
         check_outputs(Out())
     assert ran == []
+
+
+def test_tensors_without_readable_values_are_refused():
+    """A meta or sparse output cannot be saved or compared: the candidate's mismatch, not the verifier's error."""
+    with pytest.raises(OutputError, match="meta"):
+        check_outputs(torch.empty(3, device="meta"))
+    with pytest.raises(OutputError, match="sparse"):
+        check_outputs([torch.eye(3).to_sparse()])
+    assert check_outputs(torch.zeros(2))[1] == "Tensor(2,):float32"

@@ -33,3 +33,36 @@ def test_host_reads_count_on_any_device():
         x = torch.randn(8)
         _ = [float(v) for v in x]
     assert rec.transfers.scalar_reads == 8
+
+
+def test_outputs_that_are_pytorchs_copies_of_the_inputs_are_named():
+    """x.t().contiguous() returned beside a decoy kernel: the copy holds input data no kernel was given."""
+    from kernelagent.verifier.worker.integrity import OpRecorder, mark_launched
+
+    x = torch.randn(4, 3)
+    rec = OpRecorder()
+    rec.watch_inputs([x])
+    with rec:
+        transposed = x.t().contiguous()               # a copy of the input, never given to a kernel
+        cast = x.to(torch.float64)                    # so is a cast
+        into = torch.empty(4, 3)
+        into.copy_(x)                                 # and a copy into a fresh buffer
+        staged = x.clone()
+        mark_launched([staged], {})                   # a kernel got it: its contents are the kernel's
+        again = staged.clone()                        # a copy of the kernel's buffer, not of the input
+        fresh = torch.empty(3, 4)
+    leaves = [transposed, cast, into, staged, again, fresh, x.view(12)]
+    assert rec.copied_outputs(leaves) == [0, 1, 2]
+
+
+def test_copies_made_inside_a_library_op_body_count_too():
+    from kernelagent.verifier.worker.integrity import OpRecorder
+
+    x = torch.randn(5)
+    rec = OpRecorder()
+    rec.watch_inputs([x])
+    inner = OpRecorder()
+    inner.inputs, inner.sources, inner.copies = rec.inputs, rec.sources, rec.copies
+    with inner:
+        y = x.clone()
+    assert rec.copied_outputs([y]) == [0]

@@ -95,9 +95,17 @@ def planted_files(mark: str) -> list[str]:
     return sorted(hits)
 
 
-def shm_free_mb() -> float:
-    st = os.statvfs("/dev/shm")
-    return st.f_bavail * st.f_frsize / 2**20
+def scratch_used_mb() -> float:
+    """Memory held by files in this run's own scratch folder (RAM-backed): counted there, not as the free
+    space of /dev/shm, which a second copy of the suite running beside this one fills too."""
+    total = 0
+    for dirpath, _, files in os.walk(scratch_base()):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total / 2**20
 
 
 def problem_of(candidate: Path) -> Path:
@@ -116,7 +124,7 @@ def traces(mark: str, escape_dir: Path, listeners: Listeners, rss_before: int, s
     files = sorted(p.name for p in escape_dir.iterdir() if p.name != "listener.sock")
     found = {"processes": procs, "files": files, "planted": planted, "heard": list(listeners.heard),
              "parent_rss_growth_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
-             "shm_lost_mb": round(shm_before - shm_free_mb(), 1)}
+             "shm_lost_mb": round(scratch_used_mb() - shm_before, 1)}
     for pid in procs:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -154,7 +162,7 @@ def main() -> None:
             pool.warm("cpu")
             runs = result["runs"].setdefault(mode, {})
             for cand in [c for c in candidates if mode not in only or c.stem in only[mode]]:
-                rss, shm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, shm_free_mb()
+                rss, shm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, scratch_used_mb()
                 report = v.verify(problem_of(cand), cand).to_dict()
                 runs[cand.stem] = {"report": report, "traces": traces(mark, escape_dir, listeners, rss, shm, pool)}
                 out.write_text(json.dumps(result, default=str))

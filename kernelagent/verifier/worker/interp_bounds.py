@@ -1,0 +1,91 @@
+"""Bounds on the Triton interpreter's memory accesses (CPU workers).
+
+Under the interpreter a kernel's pointers are plain addresses in the worker's own memory, and its loads
+and stores are not checked: a kernel could read or rewrite any Python object of the worker — the op
+recorder's counts, the outputs already saved — by offsetting from a tensor it was given (red team,
+2026-12-01). On a GPU such an access faults or lands in device memory; here every access of a launch
+must fall inside the storage of a tensor passed to that launch, else the launch fails with an
+out-of-bounds error (a `runtime_error` of the candidate's, as compute-sanitizer would report on the GPU).
+Masked-off lanes are not accesses. Installed before any candidate code; the builder class is watched by
+the identity guard, so putting the unchecked methods back is a `policy_violation`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_RANGES: list[tuple[int, int]] = []  # (first byte, end) of every storage the running launch was given
+
+
+class OutOfBounds(IndexError):
+    """A kernel under the interpreter touched memory outside every tensor passed to its launch."""
+
+
+def install() -> None:
+    from triton.runtime import interpreter as interp
+
+    executor, builder = interp.GridExecutor, interp.InterpreterBuilder
+    init_args = executor._init_args_hst
+
+    def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        _RANGES[:] = sorted(set(_ranges([*args_hst, *kwargs_hst.values()])))
+        return args_hst, kwargs_hst
+
+    executor._init_args_hst = _init_args_hst
+    load, store = builder.create_masked_load, builder.create_masked_store
+    cas, rmw = builder.create_atomic_cas, builder.create_atomic_rmw
+
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **kw: Any) -> Any:
+        check(ptrs.data, mask.data, _width(ptrs.get_element_ty()), "read")
+        return load(self, ptrs, mask, other, *rest, **kw)
+
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+        check(ptrs.data, mask.data, np.asarray(value.data).dtype.itemsize, "write")
+        return store(self, ptrs, value, mask, *rest, **kw)
+
+    def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
+        check(ptr.data, True, np.asarray(val.data).dtype.itemsize, "atomic")
+        return cas(self, ptr, cmp, val, *rest)
+
+    def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        check(ptr.data, mask.data, np.asarray(val.data).dtype.itemsize, "atomic")
+        return rmw(self, op, ptr, val, mask, *rest)
+
+    builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
+    builder.create_atomic_cas, builder.create_atomic_rmw = create_atomic_cas, create_atomic_rmw
+
+
+def _width(dtype: Any) -> int:
+    return max(1, int(getattr(dtype, "primitive_bitwidth", 8)) // 8)
+
+
+def _ranges(values: list[Any]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if isinstance(v, (tuple, list)):
+            out += _ranges(list(v))
+        elif hasattr(v, "base") and hasattr(v, "block_shape"):  # a host-side tensor descriptor
+            out += _ranges([v.base])
+        elif hasattr(v, "untyped_storage"):
+            storage = v.untyped_storage()
+            out.append((int(storage.data_ptr()), int(storage.data_ptr()) + int(storage.nbytes())))
+    return out
+
+
+def check(ptrs: Any, mask: Any, width: int, what: str) -> None:
+    """Raise OutOfBounds when an active lane's `width` bytes at its address leave every range."""
+    p = np.asarray(ptrs).astype(np.uint64, copy=False).reshape(-1)
+    m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)
+    active = p[m]
+    if active.size == 0:
+        return
+    inside = np.zeros(active.shape, dtype=bool)
+    for lo, hi in _RANGES:
+        inside |= (active >= np.uint64(lo)) & (active + np.uint64(width) <= np.uint64(hi))
+    if not inside.all():
+        bad = int(active[~inside][0])
+        raise OutOfBounds(f"out-of-bounds {what}: the kernel touched address {bad:#x}, outside every tensor "
+                          "passed to the launch")
