@@ -80,13 +80,12 @@ def count_work(model: torch.nn.Module, inputs: list[Any], outputs: Any) -> dict[
 
 # What an output may leave in the H200's 60 MiB L2 without reaching DRAM before the end event.
 L2_BYTES = 50 * 2**20
-PHYSICS_MARGIN = 0.8
 
 
 def physics_floor_ms(work: dict[str, Any], ceilings: dict[str, Any]) -> float:
     """A time no honest call can beat: its inputs come from DRAM (L2 is flushed before each call), outputs
     beyond what L2 can hold go back to DRAM, and matrix FLOPs run at most at the fastest dense rate the GPU
-    has (whatever dtype). Below PHYSICS_MARGIN of this, work was skipped."""
+    has (whatever dtype). Below judge.checks.PHYSICS_MARGIN of this, work was skipped."""
     bw = float(ceilings.get("copy_gbps") or FALLBACK_CEILINGS["copy_gbps"])
     peak = max(float(ceilings.get(k) or FALLBACK_CEILINGS[k]) for k in ("bf16_tflops", "fp16_tflops"))
     moved = work.get("input_bytes", 0) + max(0, work.get("output_bytes", 0) - L2_BYTES)
