@@ -134,7 +134,7 @@ class Judge:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(computed.items())[:8])
             self.j.add("fallback_to_reference", f"forward dispatched PyTorch compute ops: {ops}", "integrity",
                        "compute everything in your own kernels; only allocation, views and copies are allowed")
-        if t.copied:
+        if t.copied and t.launches:  # with no launch at all, no_kernel_launched says it better
             self.j.add("fallback_to_reference", f"output(s) {t.copied} are PyTorch's copies of the input data (clone, "
                        "contiguous, to), never handed to a kernel of yours: PyTorch produced them", "integrity",
                        "write every output in your own kernel; copies are for preparing a kernel's inputs")

@@ -191,3 +191,4 @@ def test_work_on_a_stream_other_than_the_callers_is_a_stream_violation(world):
 def test_an_output_that_is_pytorchs_copy_of_the_input_is_fallback(world):
     judge, *_ = world
     assert judge(trials=_calls(copied=[0])) == "fallback_to_reference"
+    assert judge(trials=_calls(copied=[0], launches=0)) == "no_kernel_launched"
