@@ -119,6 +119,8 @@ def traces(mark: str, escape_dir: Path, listeners: Listeners, rss_before: int, s
            pool: WorkerPool) -> dict:
     """What the last verify left behind; then clean it up so the next case starts clean."""
     pool.settle()  # a replacement worker still starting is the pool's, not the attack's
+    for w in [w for ws in pool._idle.values() for w in ws]:
+        w.wait_ready(60)  # its launcher forks the worker inside the namespaces later: wait for the whole tree
     idle = {pid for ws in pool._idle.values() for w in ws for pid in worker_pids(w.proc.pid)}
     procs, planted = marked_processes(mark, idle), planted_files(mark)
     files = sorted(p.name for p in escape_dir.iterdir() if p.name != "listener.sock")
