@@ -259,11 +259,15 @@ class WorkerPool:
                     w.discard()
                     return
 
+    def _spawn(self, mode: str, gpu_turn: bool = False) -> Worker:
+        """A pooled worker: it warms up while idle and, with `gpu_turn`, touches the GPU only when told."""
+        env = {"KERNELAGENT_WORKER_WARM": "1", **({"KERNELAGENT_WORKER_GPU_TURN": "1"} if gpu_turn else {})}
+        return Worker(mode, self.root, extra_env=env, **self.sandbox)
+
     def _start(self, mode: str) -> Worker:
-        env = {"KERNELAGENT_WORKER_WARM": "1"}
         if mode != "cuda":
-            return Worker(mode, self.root, extra_env=env, **self.sandbox)
-        w = Worker(mode, self.root, extra_env={**env, "KERNELAGENT_WORKER_GPU_TURN": "1"}, **self.sandbox)
+            return self._spawn(mode)
+        w = self._spawn(mode, gpu_turn=True)
         w.wait_file(IMPORTED_FILE)
         with self.gpu_quiet():
             (w.workdir / GPU_TURN_FILE).write_text("")
@@ -273,7 +277,7 @@ class WorkerPool:
     def prestart(self, mode: str) -> None:
         """Start one worker now, idle in the pool: its imports run while the caller does its own (a CLI
         verify starts its candidate worker before the parent has imported torch)."""
-        w = Worker(mode, self.root, extra_env={"KERNELAGENT_WORKER_WARM": "1"}, **self.sandbox)
+        w = self._spawn(mode)
         with self._lock:
             self._idle.setdefault(mode, []).append(w)
 
