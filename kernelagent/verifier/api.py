@@ -248,7 +248,7 @@ class Verifier:
         report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
         report.metrics["cost_notes"] = _cost_notes(res)
         worker.discard(self.options.keep_workdir)
-        self.pool.refill()  # the GPU is quiet now: warm the next workers
+        self.pool.refill(self.device)  # the GPU is quiet now: warm the next workers
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
             from kernelagent.verifier.judge.verdict import with_tool_stages
             from kernelagent.verifier.measure.tools_stage import run_gpu_tools

@@ -127,7 +127,7 @@ def test_escape_leaves_no_trace(case: Escape, mode: str, escape_runs):
     t, report = run["traces"], run["report"]
     assert t["files"] == [], f"{case.attack}: files outside the work dir: {t['files']}"
     assert t["planted"] == [], f"{case.attack}: files planted in the scratch: {t['planted']}"
-    assert t["processes"] == [], f"{case.attack}: processes left running: {t['processes']}"
+    assert t["processes"] == [], f"{case.attack}: processes left running: {t.get('commands', t['processes'])}"
     assert t["heard"] == [], f"{case.attack}: reached the caller's listeners: {t['heard']}"
     assert not _leaked(json.dumps(report)), f"{case.attack}: the key is in the report"
     assert "LOOT:" not in json.dumps(report), f"{case.attack}: it read something it should not: {report['message']}"

@@ -268,7 +268,8 @@ class WorkerPool:
         if mode != "cuda":
             return self._spawn(mode)
         w = self._spawn(mode, gpu_turn=True)
-        w.wait_file(IMPORTED_FILE)
+        if not w.wait_file(IMPORTED_FILE):  # it died starting: acquire() passes it over
+            return w
         with self.gpu_quiet():
             (w.workdir / GPU_TURN_FILE).write_text("")
             w.wait_ready()
@@ -299,10 +300,11 @@ class WorkerPool:
         """Hold it while timing on the GPU (and while starting a GPU worker): one at a time per pool."""
         return self._gpu
 
-    def refill(self) -> None:
-        """Start the replacements of GPU workers handed out (call when no timing is running)."""
-        if self.size > 0:
-            self._warm_in_background("cuda")
+    def refill(self, mode: str) -> None:
+        """Start the replacements of `mode`'s workers handed out if they wait for a quiet GPU (call when no
+        timing is running); other modes were replaced when handed out."""
+        if self.size > 0 and mode == "cuda":
+            self._warm_in_background(mode)
 
     def _warm_in_background(self, mode: str) -> None:
         thread = threading.Thread(target=self.warm, args=(mode,), daemon=True)

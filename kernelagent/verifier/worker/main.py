@@ -53,9 +53,10 @@ def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
         versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
         versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
         versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
-    if mode == "cuda" and torch.cuda.is_available():
+    if mode == "cuda":
         import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs
-        _wait_for_gpu_turn(workdir)
+        _wait_for_gpu_turn(workdir)  # also with no GPU visible: the parent waits for the word either way
+    if mode == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")  # create the context while idle in the pool
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())

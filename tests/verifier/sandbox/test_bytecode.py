@@ -87,3 +87,32 @@ def test_the_bytecode_child_gets_nothing_of_the_callers_environment(monkeypatch)
     assert bytecode.compile_now()
     assert "ANTHROPIC_API_KEY" not in seen and "KERNELAGENT_TEST_MARK" not in seen
     assert seen["CUDA_VISIBLE_DEVICES"] == "" and "PYTHONPATH" in seen
+
+
+def test_a_gpu_worker_says_it_imported_even_where_no_gpu_is_visible(tmp_path: Path, monkeypatch):
+    """The parent waits for that word before giving the turn: without it a pool's start hung for minutes."""
+    monkeypatch.setenv("KERNELAGENT_WORKER_GPU_TURN", "1")
+    monkeypatch.delenv("KERNELAGENT_WORKER_WARM", raising=False)
+    done = threading.Event()
+    starter = threading.Thread(target=lambda: (worker_main._warm_imports("cuda", tmp_path), done.set()))
+    starter.start()
+    deadline = time.monotonic() + 120
+    while not (tmp_path / IMPORTED_FILE).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (tmp_path / IMPORTED_FILE).exists()
+    (tmp_path / GPU_TURN_FILE).write_text("")
+    assert done.wait(120)
+    starter.join()
+
+
+def test_only_workers_waiting_for_a_quiet_gpu_are_refilled_after_a_verify(tmp_path: Path):
+    """A CPU worker is replaced when handed out; refilling GPU workers after a CPU verify started a
+    process the pool never used."""
+    from kernelagent.verifier.sandbox.pool import WorkerPool
+
+    pool = WorkerPool(size=1, root=tmp_path, confinement="off")
+    try:
+        pool.refill("cpu")
+        assert pool._warming == [] and pool._idle == {}
+    finally:
+        pool.close()

@@ -86,6 +86,18 @@ def marked_processes(mark: str, idle: set[int]) -> list[int]:
     return found
 
 
+def _command(pid: int) -> str:
+    """A left process's command line and parent, for the failure message."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:300]
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = f.read().rsplit(")", 1)[1].split()[1]
+        return f"{cmd} (parent {ppid})"
+    except OSError:
+        return "(gone)"
+
+
 def planted_files(mark: str) -> list[str]:
     """Files named after the marker in the test's scratch folder (and the one above it) or at the top of
     /dev/shm: what an attack planted."""
@@ -124,7 +136,8 @@ def traces(mark: str, escape_dir: Path, listeners: Listeners, rss_before: int, s
     idle = {pid for ws in pool._idle.values() for w in ws for pid in worker_pids(w.proc.pid)}
     procs, planted = marked_processes(mark, idle), planted_files(mark)
     files = sorted(p.name for p in escape_dir.iterdir() if p.name != "listener.sock")
-    found = {"processes": procs, "files": files, "planted": planted, "heard": list(listeners.heard),
+    found = {"processes": procs, "commands": {pid: _command(pid) for pid in procs}, "files": files,
+             "planted": planted, "heard": list(listeners.heard),
              "parent_rss_growth_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
              "shm_lost_mb": round(scratch_used_mb() - shm_before, 1)}
     for pid in procs:
