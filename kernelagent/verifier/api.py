@@ -272,7 +272,8 @@ class Verifier:
         out = worker.run(req, self.options.timeout, self.options.memory_limit_mb)
         worker.discard(self.options.keep_workdir)
         if out.status != "ok":
-            return {"error": None, "kernels": [], "skipped": [f"AOT worker {out.status}: {out.died_how}"]}
+            stopped = f"the compile worker stopped ({out.status}: {out.died_how})"
+            return {"error": None, "kernels": [], "skipped": [stopped]}
         return out.result.get("aot") or out.result.get("error")
 
     def single_run(self, cspec: CandidateSpec, pspec: ProblemSpec, pack: Pack, prefix: list[str],

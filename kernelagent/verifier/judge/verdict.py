@@ -79,6 +79,11 @@ def _compile_stage(facts: CandidateFacts, aot: dict[str, Any] | None, device: st
         if aot.get("error"):
             details["error"] = aot["error"].get("detail", "")
             return Stage("compile", "failed", 0.0, aot["error"]["message"], details), kernels
+        if details["aot_skipped"]:  # the interpreter ran Python, which a kernel the GPU cannot run may compute in
+            msg = (f"not compiled for sm_90a: {details['aot_skipped'][0]}; every kernel launched under the interpreter "
+                   "must compile for the GPU, or what it ran may not be GPU code")
+            details["not_compiled"] = True
+            return Stage("compile", "failed", 0.0, msg, details), kernels
     target = "sm_90a (ahead of time, no GPU)" if device == "cpu" else "the GPU"
     details["kernels"] = kernels
     status = "passed" if kernels or device == "cuda" else "skipped"
@@ -119,7 +124,7 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
     failure = facts.failure
     if facts.compile_only and not failure:
         return _cute_compile_only(base, stages, facts, notes, kernels)
-    if cstage.status == "failed":
+    if cstage.status == "failed" and not (failure and cstage.details.get("not_compiled")):  # else the failure says why
         return _done(base, stages, "compile_error", cstage.message, detail=cstage.details.get("error", ""),
                      notes=notes, kernels=kernels)
     if failure and facts.blocked:  # the refusal, not the error it caused, is what the candidate did

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from kernelagent.verifier.policy.findings import Finding, PolicyResult, Reporter
 from kernelagent.verifier.policy.forward import ForwardChecker
+from kernelagent.verifier.policy.free_names import undefined_globals
 from kernelagent.verifier.policy.graph import CallGraph
 from kernelagent.verifier.policy.module import ModuleChecker
 from kernelagent.verifier.policy.names import Resolver
@@ -38,7 +39,7 @@ def check_policy(source: str, filename: str = "kernel.py") -> PolicyResult:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         return _unparsable(source, err)
     with _recursion_headroom(_RECURSION_LIMIT):
-        return _check_tree(tree, source)
+        return _check_tree(tree, source, filename)
 
 
 @contextlib.contextmanager
@@ -52,8 +53,10 @@ def _recursion_headroom(limit: int) -> Iterator[None]:
         sys.setrecursionlimit(previous)
 
 
-def _check_tree(tree: ast.Module, source: str) -> PolicyResult:
+def _check_tree(tree: ast.Module, source: str, filename: str) -> PolicyResult:
     report = Reporter(source)
+    for name, node in undefined_globals(tree, source, filename).items():
+        report.add("undefined_name", node, f"`{name}` is read but never imported or defined in this file")
     try:
         info = build_module(tree)
         resolver = Resolver(info)

@@ -85,12 +85,17 @@ class ForwardChecker:
     ) -> None:
         self.info, self.r, self.graph, self.tensors, self.report = info, resolver, graph, tensors, report
         self._loops = 0  # loops and comprehensions around the node being visited
+        # Triton calls these with a launch's real arguments: there, any value may be a tensor
+        self._hook_code = graph.reach(graph.launch_hooks)
+        self._in_hook = False
 
     def run(self) -> None:
         for func in self.graph.forward_functions():
             body = [func.node.body] if isinstance(func.node, ast.Lambda) else func.node.body
+            self._in_hook = func.node in self._hook_code
             for stmt in body:
                 self._visit(stmt, func.scope)
+        self._in_hook = False
         for func in self.info.funcs.values():
             if func.dsl:
                 self._check_device_code(func)
@@ -133,6 +138,8 @@ class ForwardChecker:
             if self._check_value(node, scope):
                 return
         self._check_operators(node, scope)
+        for read in self.info.pattern_reads.get(node, []) if isinstance(node, ast.Match) else []:
+            self._visit(read, scope)  # `case C(attr=m)` reads the subject's attribute
         if isinstance(node, (ast.Try, ast.TryStar)):
             self._check_try(node, scope)
         if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -157,11 +164,20 @@ class ForwardChecker:
         if isinstance(node, ast.Attribute) and node.attr in TENSOR_COMPUTE_METHODS:
             if self.tensors.is_tensor(node.value, scope):
                 self._flag(node, f"`{short(node)}` is a tensor method that computes in PyTorch")
+        if isinstance(node, ast.Attribute) and node.attr in _HOST_READS | TENSOR_HOST_BYTES_METHODS and not (
+                isinstance(node.value, _LITERALS)):
+            self._flag(node, f"`{short(node)}` takes a method that reads values on the host as a value in the forward "
+                             "path, where calling it later is host compute")
         return bool(refs)
 
     def _check_call(self, call: ast.Call, scope: Scope) -> None:
         access = self.r.attr_access(call.func, scope)
         built = " (attribute name built from strings)" if access and access[2] else ""
+        if access is not None and self._in_hook and access[1] in _HOST_READS | {"__array__"} and not isinstance(
+                access[0], _LITERALS):
+            self._flag(call, f"`{short(call.func)}(...)` reads values on the host in a function Triton calls with "
+                             "the launch's tensors")
+            return
         if access is not None and self._loops and access[1] in _HOST_READS and not isinstance(access[0], _LITERALS):
             self._flag(call, f"`{short(call.func)}(...)` in a loop reads tensor values one by one, computing on the "
                              "host in the forward path")
@@ -192,6 +208,9 @@ class ForwardChecker:
             self._flag(call, f"{label} runs PyTorch code in the forward path")
         elif root == "numpy" and self._tensor_args(call, scope):
             self._flag(call, f"{label} computes on tensors with NumPy in the forward path")
+        elif root == "numpy" and self._in_hook and any(not isinstance(a, _LITERALS) for a in call.args):
+            self._flag(call, f"{label} computes with NumPy in a function Triton calls with the launch's tensors "
+                             "(at every launch, outside the kernel)")
         elif root in ("math", "cmath", "statistics") and self._tensor_args(call, scope):
             self._flag(call, f"{label} computes on tensor values on the host in the forward path")
         elif root == "builtins" and rest in HOST_BYTES_BUILTINS and any(
@@ -286,10 +305,25 @@ class ForwardChecker:
                 if self.tensors.is_tensor(access[0], scope):
                     self._flag(node, f"`{short(node.func)}(...)` computes on a torch tensor inside kernel code")
                     continue
+            triton_body = self._is_triton(func)
             for val in self.r.resolve(node.func, scope):
                 if val.kind == "ref" and val.name.startswith("torch.") and not torch_call_allowed(val.name):
                     self._flag(node, f"`{short(node.func)}(...)` calls PyTorch inside kernel code; it runs in "
                                      "PyTorch each time the kernel is traced or called")
+                elif triton_body and val.kind == "ref" and val.name.startswith("numpy"):
+                    self._flag(node, f"`{short(node.func)}(...)` calls NumPy inside a Triton kernel, which only the "
+                                     "CPU interpreter can run")
+                elif triton_body and val.kind == "func" and val.node in self.info.funcs and not (
+                        self.info.funcs[val.node].dsl):
+                    self._flag(node, f"`{short(node.func)}(...)` calls a plain Python function inside a Triton "
+                                     "kernel: only @triton.jit functions compile for the GPU (the CPU interpreter "
+                                     "would run it as Python)")
+
+    def _is_triton(self, func: FuncInfo) -> bool:
+        """Decorated by triton (jit, autotune, heuristics): its body must be Triton code; CuTe DSL bodies run
+        Python at trace time by design."""
+        return any(v.kind == "ref" and v.name.split(".")[0] == "triton"
+                   for _, vals in self.graph.decorator_vals(func) for v in vals)
 
 
 def _also(node: ast.AST, qual: str) -> str:

@@ -48,13 +48,14 @@ class CallGraph:
         self.setup_contexts = self._setup_contexts()
         handed = Handed(info, resolver)
         self.hooks = handed.hooks  # called by library code during launches and construction
+        self.launch_hooks = handed.launch_hooks - handed.registered  # their parameters hold the launch's tensors
         self.op_bodies: set[ast.AST] = set()
         self.roots = self._roots() | self.hooks
-        self.path = self._reach(self.roots)
+        self.path = self.reach(self.roots)
         if self._calls_ops(self.path):  # an operator runs: the functions registered for it run too
             self.op_bodies = handed.registered
             self.roots |= self.op_bodies
-            self.path = self._reach(self.roots)
+            self.path = self.reach(self.roots)
         self.kernel_funcs = self._kernel_funcs()
 
     # --- setup --------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class CallGraph:
         return any(n.startswith("torch.ops.") or n.startswith(_OP_OBJECTS) or n == "builtins.getattr()"
                    for n in names)
 
-    def _reach(self, roots: set[ast.AST]) -> set[ast.AST]:
+    def reach(self, roots: set[ast.AST]) -> set[ast.AST]:
         seen: set[ast.AST] = set()
         stack = list(roots)
         while stack:

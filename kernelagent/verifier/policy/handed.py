@@ -34,11 +34,15 @@ class Handed:
         self.info, self.r = info, resolver
         self.registered: set[ast.AST] = set()
         self.hooks: set[ast.AST] = set()
+        self.launch_hooks: set[ast.AST] = set()  # given to Triton: called with a launch's real arguments
         for call, scope in info.calls:
             if self.is_registration(call, scope):
                 self.registered |= self.funcs_in([*call.args, *call.keywords], scope)
             elif self._is_callback_taker(call, scope):
-                self.hooks |= self.funcs_in([*call.args, *call.keywords], scope)
+                funcs = self.funcs_in([*call.args, *call.keywords], scope)
+                self.hooks |= funcs
+                if any(v.name.split(".")[0] == "triton" for v in self.r.resolve(call.func, scope)):
+                    self.launch_hooks |= funcs
         self._decorated()
         self._stored_outside()
         self.hooks -= self.registered

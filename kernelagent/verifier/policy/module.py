@@ -108,6 +108,11 @@ def unlisted_torch_utils(qual: str) -> str | None:
     return ".".join(parts[:3])
 
 
+# builtin types whose one positional class pattern matches the subject itself
+_SELF_MATCHING = frozenset(f"builtins.{t}" for t in
+                           "bool bytearray bytes dict float frozenset int list set str tuple".split())
+
+
 class ModuleChecker:
     """Walks every node of the candidate (with its scope) and reports rules that hold everywhere."""
 
@@ -317,6 +322,16 @@ class ModuleChecker:
         if names:
             self.report.add("dynamic_attr", node, f"`{short(node)}` ({min(names)}) is handed to other code, so "
                                                   "the attribute it reads is not written in the source", "suspect")
+
+    def _on_MatchClass(self, node: ast.MatchClass, scope: Scope) -> None:
+        """`case C(m)` reads the attributes C.__match_args__ names: only builtin types (which match the subject
+        itself) and the candidate's own classes say which."""
+        if not node.patterns:
+            return
+        vals = self.r.resolve(node.cls, scope)
+        if not vals or any(v.kind == "ref" and v.name not in _SELF_MATCHING for v in vals):
+            self.report.add("dynamic_attr", node, f"`case {short(node.cls)}(...)` with positional patterns reads "
+                                                  "attributes the class names elsewhere", "suspect")
 
     def _on_Subscript(self, node: ast.Subscript, scope: Scope) -> None:
         access = self.r.attr_access(node, scope)

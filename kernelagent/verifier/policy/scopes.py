@@ -80,6 +80,8 @@ class ModuleInfo:
     nodes: list[tuple[ast.AST, Scope]] = field(default_factory=list)  # every node, with the scope it runs in
     calls: list[tuple[ast.Call, Scope]] = field(default_factory=list)
     container_adds: list[tuple[ast.expr, ast.expr, Scope]] = field(default_factory=list)
+    # `case C(attr=...)` reads `subject.attr`: the reads, made into attribute nodes, per match statement
+    pattern_reads: dict[ast.Match, list[ast.Attribute]] = field(default_factory=dict)
     _body: dict[ast.AST, list[ast.AST]] = field(default_factory=dict)
     _scope_of: dict[int, Scope] = field(default_factory=dict)
 
@@ -370,14 +372,29 @@ class _Builder(ast.NodeVisitor):
     visit_AsyncWith = visit_With
 
     def visit_Match(self, node: ast.Match) -> None:
-        """`case m:`, `case [m, *rest]`, `case {"k": m}`: every captured name may be (part of) the subject."""
+        """`case m:`, `case [m, *rest]`, `case {"k": m}`: every captured name may be (part of) the subject;
+        `case C(attr=m)` reads `subject.attr`, which is bound and checked as that attribute read."""
         for case in node.cases:
-            for pattern in ast.walk(case.pattern):
-                name = getattr(pattern, "name", None) if isinstance(pattern, ast.MatchAs | ast.MatchStar) else None
-                name = getattr(pattern, "rest", None) if isinstance(pattern, ast.MatchMapping) else name
-                if name:
-                    self._bind(name, ("expr", node.subject, self.scope))
+            self._bind_pattern(case.pattern, node.subject, node)
         self.generic_visit(node)
+
+    def _bind_pattern(self, pattern: ast.AST, subject: ast.expr, match: ast.Match) -> None:
+        if isinstance(pattern, ast.MatchClass):
+            for attr, sub in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True):
+                read = ast.copy_location(ast.Attribute(value=subject, attr=attr, ctx=ast.Load()), sub)
+                self.info.nodes.append((read, self.scope))  # checked like any attribute read in the source
+                self.info.pattern_reads.setdefault(match, []).append(read)
+                self._bind_pattern(sub, read, match)
+            for sub in pattern.patterns:  # positional: the subject itself for builtins (module.py checks others)
+                self._bind_pattern(sub, subject, match)
+            return
+        name = pattern.name if isinstance(pattern, ast.MatchAs | ast.MatchStar) else None
+        name = pattern.rest if isinstance(pattern, ast.MatchMapping) else name
+        if name:
+            self._bind(name, ("expr", subject, self.scope))
+        for child in ast.iter_child_nodes(pattern):
+            if isinstance(child, ast.pattern):
+                self._bind_pattern(child, subject, match)
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self._bind_target(node.target, node.iter)

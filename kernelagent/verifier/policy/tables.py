@@ -56,6 +56,8 @@ HINTS: dict[str, str] = {
         "report a problem by raising an ordinary exception (ValueError, RuntimeError, ...); ending the "
         "process or the call any other way is not allowed"
     ),
+    "undefined_name": "import or define every name the file uses; names a library puts into the module at run "
+                      "time are not allowed",
 }
 
 # One line per rule, for documentation.
@@ -96,6 +98,8 @@ DESCRIPTIONS: dict[str, str] = {
     "tensor_subclass": "torch.Tensor subclasses, __torch_function__, __torch_dispatch__",
     "process_exit": "raising SystemExit/KeyboardInterrupt/GeneratorExit/BaseException (or a class built on them, "
                     "or a value whose class cannot be told), sys.exit, exit()/quit(), os._exit, os.abort, signal",
+    "undefined_name": "a global name read but bound nowhere in the file (the Triton interpreter copies its own "
+                      "globals, `inspect` and `np` among them, into the module of every kernel it runs)",
 }
 
 # Top-level modules a candidate may import. os and sys are judged per attribute used.

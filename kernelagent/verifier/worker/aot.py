@@ -116,6 +116,31 @@ def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
     return f"compiling {kernel} for sm_90a failed{where}: {last[:300]}"
 
 
+def find_kernel(module: Any, launch: dict[str, Any]) -> Any | None:
+    """The JITFunction the interpreter launched: reached from the module by its qualified name and defined
+    on the same line (a kernel of the same name made elsewhere, in a factory or a closure, is not it)."""
+    qualname = launch.get("qualname") or launch["kernel"]
+    if "<locals>" in qualname:
+        return None
+    value: Any = module
+    for part in qualname.split("."):
+        value = vars(value).get(part) if hasattr(value, "__dict__") else None
+        if value is None:
+            return None
+    found = next((fn for fn in _jit_objects(_Holder(value)) if fn.fn.__qualname__ == qualname), None)
+    line = launch.get("line")
+    if found is None or (line is not None and found.fn.__code__.co_firstlineno != line):
+        return None
+    return found
+
+
+class _Holder:
+    """One value seen as a module's namespace (for _jit_objects, which unwraps autotune/heuristics)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
 def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
     """Compile every recorded launch; the first real compile error is returned as `error`."""
     state.candidate_file = str(Path(req.candidate).resolve())
@@ -124,17 +149,17 @@ def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
         module = load_module(req.candidate, "kernelagent_candidate", "candidate")
     except ProblemError as e:
         return {"kernels": [], "error": {"category": "load_error", "message": str(e)}}
-    by_name = {fn.__name__: fn for fn in _jit_objects(module)}
     kernels, error, skipped = [], None, []
     for r in req.requests:
-        fn = by_name.get(r["kernel"])
+        fn = find_kernel(module, r)
         if fn is None:
-            skipped.append(f"{r['kernel']}: not a module-level kernel")
+            skipped.append(f"{r['kernel']}: not found by its name at module level or in a module-level class "
+                           "(kernels made inside functions cannot be compiled ahead of time)")
             continue
         try:
             kernels.append(compile_one(fn, r))
         except (KeyError, TypeError) as e:
-            skipped.append(f"{r['kernel']}: {e}")
+            skipped.append(f"{r['kernel']}: its arguments cannot be compiled ahead of time ({e})")
         except Exception as e:  # noqa: BLE001 - a compile failure is the candidate's
             category, message = classify_exception(e, state.candidate_file)
             if category == "compile_error" and error is None:

@@ -58,6 +58,7 @@ def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     values = dict(zip(names, args, strict=False))
     values.update({k: v for k, v in kwargs.items() if k in names})
     return {"kernel": fn.__name__, "module": fn.__module__, "qualname": fn.__qualname__,
+            "line": getattr(getattr(fn, "__code__", None), "co_firstlineno", None),
             "args": {n: describe_arg(values[n]) for n in names if n in values},
             "options": {k: kwargs[k] for k in _LAUNCH_OPTIONS if k in kwargs and kwargs[k] is not None}}
 

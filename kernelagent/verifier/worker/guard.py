@@ -26,6 +26,7 @@ _ALLOWED_EXECUTABLES = {"ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nv
                         "file"}  # `file`: platform.architecture(), which Triton calls for its launcher cache key
 _INTROSPECTION_EVENTS = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "sys.settrace", "sys.setprofile", "object.__getattr__"}
+_FRAME_WALKERS = {"inspect.py", "traceback.py", "linecache.py"}  # stdlib modules that walk frames for their caller
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr"}
 
@@ -83,7 +84,12 @@ def _candidate_frames(state: GuardState, depth: int) -> bool:
 
 
 def _caller_is_candidate(state: GuardState) -> bool:
-    return _candidate_frames(state, 1)
+    """Whether the frame that raised the event is the candidate's, looking through the standard library's
+    own frame walkers (`inspect.stack()` calls sys._getframe from inspect's frame, on the candidate's behalf)."""
+    frame = sys._getframe(3)
+    while frame is not None and os.path.basename(frame.f_code.co_filename) in _FRAME_WALKERS:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename == state.candidate_file
 
 
 def _foreign_proc(path: str) -> bool:
