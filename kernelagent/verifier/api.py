@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -414,15 +415,31 @@ def _cost_notes(res: WorkerResult) -> dict[str, object]:
 
 
 def _finish(report: Report, t0: float) -> Report:
-    """Time the verification and scrub the caller's secrets from everything the candidate could echo."""
+    """Time the verification and scrub the caller's secrets, and terminal control sequences, from everything
+    the candidate could echo (its messages reach terminals, JSON readers and the agent's prompts)."""
     report.metrics.setdefault("verify_seconds", round(time.perf_counter() - t0, 3))
+    text = json.dumps(report.to_dict(), default=str)
     found = secret_values()
-    if found:
-        text = json.dumps(report.to_dict(), default=str)
-        clean = redact(text, found)
-        if clean != text:
-            report = Report.from_dict(json.loads(clean))
+    clean = redact(text, found) if found else text
+    printable = _printable(json.loads(clean))
+    if clean != text or printable != json.loads(text):
+        report = Report.from_dict(printable)
     return report
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline: ESC, BEL, CSI, OSC...
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every control character in its strings written out (`\\x1b`), so no escape sequence a
+    candidate printed can retitle, clear or write the clipboard of the terminal that shows the report."""
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def verify(problem: str | Path, candidate: str | Path, options: VerifyOptions | None = None,

@@ -141,3 +141,20 @@ def test_candidate_that_imports_dynamo_is_accepted_and_the_late_import_is_named(
     assert "torch._dynamo" in report.metrics["cost_notes"]["late_imports"]
     plain = verifier.verify(OP, softmax_case("good"))
     assert plain.metrics["cost_notes"]["late_imports"] == []  # the harness itself pulls nothing heavy in
+
+
+def test_terminal_control_sequences_from_the_candidate_are_written_out(verifier, tmp_path):
+    """A window title (OSC 0), a clipboard write (OSC 52) and a screen clear (CSI 2J) in what the candidate
+    prints and raises reach the report only as visible text."""
+    cand = tmp_path / "escapes.py"
+    cand.write_text(
+        "import sys\nimport torch.nn as nn\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        sys.stderr.write('\\x1b]0;owned\\x07\\x1b[2J')\n"
+        "        raise RuntimeError('\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07 done')\n")
+    report = verifier.verify(OP, cand)
+    text = json.dumps(report.to_dict())
+    assert report.category == "runtime_error", report.message
+    assert "\\u001b" not in text and "\\u0007" not in text  # JSON would escape a raw ESC or BEL like this
+    assert "\\\\x1b]52;c;" in text  # still there to read, as text

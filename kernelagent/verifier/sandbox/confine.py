@@ -161,7 +161,7 @@ def network_note(report: dict[str, object]) -> str:
 
 
 def _wanted_namespaces(profile: Profile) -> list[str]:
-    return (["user"] if profile.user_ns else []) + ["pid", "mount"] + (["net"] if profile.private_net else [])
+    return (["user"] if profile.user_ns else []) + ["pid", "mount", "ipc"] + (["net"] if profile.private_net else [])
 
 
 def _landlock(workdir: Path, profile: Profile, abi: int) -> str:

@@ -1,11 +1,13 @@
 """Namespace launcher for verifier workers: `python -I -S nsinit.py [flags] -- CMD...` (stdlib only).
 
-Unshares user (root inside mapped to our uid, setgroups denied), pid, mount and network namespaces,
-then forks: the child is PID 1 of the new pid namespace, so when it exits every process it started
-(setsid and double-forked ones too) is killed by the kernel. The child dies with this launcher
-(PR_SET_PDEATHSIG), mounts a private /proc (only the sandbox's own processes) and a size-capped
-private /tmp where it can, brings `lo` up when asked (tool runs), then execs CMD. This process
-waits and exits with the child's status (re-raising a fatal signal), so the parent sees the worker's fate.
+Unshares user (root inside mapped to our uid, setgroups denied), pid, mount, network, IPC and UTS
+namespaces, then forks: the child is PID 1 of the new pid namespace, so when it exits every process in the
+namespace (setsid and double-forked ones too) is killed by the kernel. PID 1 dies with this launcher
+(PR_SET_PDEATHSIG), mounts a private /proc (only the sandbox's own processes) and a size-capped private /tmp
+where it can, brings `lo` up when asked (tool runs), then forks CMD as PID 2 and stays a trusted init: it
+reaps orphans and exits when CMD does. CMD never runs as PID 1, so nothing it runs can undo PID 1's death
+signal or outlive it. This process waits and exits with CMD's status (re-raising a fatal signal), so the
+parent sees the worker's fate.
 
 What applied goes to CMD's environment (KERNELAGENT_SANDBOX_*), which the worker puts in its report.
 `--probe` prints, as JSON, what this machine allows, and runs nothing.
@@ -23,6 +25,7 @@ import sys
 # imports are kept to the few light ones: this runs once per worker, on the pool's critical path
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000  # SysV shared memory, semaphores, message queues; host name
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
@@ -56,18 +59,18 @@ def enter_namespaces(want_net: bool, want_user: bool = True) -> tuple[list[str],
     try:
         if not want_user:
             raise OSError(0, "not asked for")
-        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | net)
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | net)
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"0 {uid} 1")
         _write("/proc/self/gid_map", f"0 {gid} 1")
-        return ["user", "pid", "mount"] + (["net"] if net else []), errors
+        return ["user", "pid", "mount", "ipc", "uts"] + (["net"] if net else []), errors
     except OSError as e:
         errors["user"] = e.strerror if e.errno == 0 else str(e)
     try:  # real root without user namespaces: the others still isolate, but the worker keeps root's capabilities
-        _unshare(CLONE_NEWNS | CLONE_NEWPID | net)
-        return ["pid", "mount"] + (["net"] if net else []), errors
+        _unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | net)
+        return ["pid", "mount", "ipc", "uts"] + (["net"] if net else []), errors
     except OSError as e:
-        errors["pid"] = errors["mount"] = str(e)
+        errors["pid"] = errors["mount"] = errors["ipc"] = str(e)
         if net:
             errors["net"] = str(e)
     return [], errors
@@ -143,8 +146,9 @@ def _program_home(program: str) -> list[str]:
     return [os.path.dirname(os.path.dirname(os.path.abspath(program)))]
 
 
-def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict) -> None:
-    """PID 1 of the sandbox: dies with the launcher, sets up mounts and loopback, then becomes CMD."""
+def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict, report: int | None) -> None:
+    """PID 1 of the sandbox: dies with the launcher, sets up mounts and loopback, then runs CMD as its child
+    and writes CMD's wait status to `report` (None: no pid namespace, so this process becomes CMD)."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         env = dict(os.environ)
@@ -156,10 +160,36 @@ def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict
                    KERNELAGENT_SANDBOX_TMP=mounts["tmp"], KERNELAGENT_SANDBOX_RUN=mounts.get("run", "host"),
                    KERNELAGENT_SANDBOX_LO=lo,
                    KERNELAGENT_SANDBOX_NS_ERRORS="; ".join(f"{k}: {v}" for k, v in errors.items()))
+        if report is not None:
+            _init(cmd, env, report)
         os.execvpe(cmd[0], cmd, env)
     except OSError as e:
         print(f"kernelagent sandbox: cannot start {cmd[0]}: {e}", file=sys.stderr, flush=True)
     os._exit(127)
+
+
+def _init(cmd: list[str], env: dict[str, str], report: int) -> None:
+    """Fork CMD, reap every orphan the namespace hands over, and when CMD ends, report its status and exit:
+    the kernel then kills whatever is left in the namespace."""
+    pid = os.fork()
+    if pid == 0:
+        os.close(report)
+        try:
+            os.execvpe(cmd[0], cmd, env)
+        except OSError as e:
+            print(f"kernelagent sandbox: cannot start {cmd[0]}: {e}", file=sys.stderr, flush=True)
+        os._exit(127)
+    os.close(0)  # the request pipe is the worker's: its end-of-file must not wait for this process
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if done == pid:
+            os.write(report, struct.pack("i", status))
+            os._exit(0)
 
 
 def _refuse(why: str) -> None:
@@ -167,10 +197,14 @@ def _refuse(why: str) -> None:
     os._exit(EXIT_REFUSED)
 
 
-def _relay(pid: int) -> None:
-    """Wait for the child and leave the same way: its exit status, or its fatal signal re-raised."""
+def _relay(pid: int, report: int) -> None:
+    """Wait for PID 1 and leave the way CMD did (as PID 1 reported it; PID 1's own fate if it could not):
+    its exit status, or its fatal signal re-raised."""
     os.close(0)  # the request pipe belongs to the worker: its end-of-file must not wait for this process
     _, status = os.waitpid(pid, 0)
+    said = os.read(report, 4)
+    if len(said) == 4:
+        status = struct.unpack("i", said)[0]
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         _signal.signal(sig, _signal.SIG_DFL)
@@ -241,15 +275,18 @@ def main(argv: list[str]) -> None:
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # inherited by everything below: no setuid gains
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     spaces, errors = enter_namespaces(opts["net"], opts["user"])
-    wanted = {"pid", "mount"} | ({"net"} if opts["net"] else set()) | ({"user"} if opts["user"] else set())
+    wanted = {"pid", "mount", "ipc"} | ({"net"} if opts["net"] else set()) | ({"user"} if opts["user"] else set())
     if opts["strict"] and not wanted <= set(spaces):
         _refuse("; ".join(f"{k} namespace: {v}" for k, v in errors.items()) or "namespaces unavailable")
     if "pid" not in spaces:  # nothing to be PID 1 of: become the command itself
-        _child(cmd, spaces, errors, opts)
+        _child(cmd, spaces, errors, opts, None)
+    read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _child(cmd, spaces, errors, opts)
-    _relay(pid)
+        os.close(read_end)
+        _child(cmd, spaces, errors, opts, write_end)
+    os.close(write_end)
+    _relay(pid, read_end)
 
 
 if __name__ == "__main__":

@@ -172,7 +172,8 @@ def test_tool_profile_keeps_loopback_tcp_and_tracing(dirs):
     assert _ok(r, "private_tmp") if tool["report"]["tmp"] == "private" else r["private_tmp"].startswith("denied"), r
     assert r["iopl"] == "ok -1" and r["acct_off"] == "ok -1", r
     assert tool["report"]["run"] == "private"  # no host daemon's socket to name (tests/.../test_nsinit.py)
-    assert tool["report"]["namespaces"] == ["pid", "mount", "net"] and tool["report"]["level"] == "strict"
+    assert tool["report"]["namespaces"] == ["pid", "mount", "ipc", "uts", "net"]
+    assert tool["report"]["level"] == "strict"
     assert tool["report"]["loopback"] == "up" and tool["report"]["landlock"] == "fs,signal"
     cand = _child(dirs, {"loopback_tcp": attempts["loopback_tcp"]}, launcher=["--lo"])["results"]
     assert cand["loopback_tcp"].startswith("denied")
@@ -193,7 +194,8 @@ def test_strict_names_the_missing_layer_and_auto_says_what_is_missing(dirs):
     assert "strict confinement refused" in out.stderr and "'user namespace'" in out.stderr
     report = _child(dirs, {}, level="auto", launcher=None)["report"]
     assert report["level"] == "partial" and report["missing"] == ["user namespace", "pid namespace",
-                                                                    "mount namespace", "net namespace"]
+                                                                    "mount namespace", "ipc namespace",
+                                                                    "net namespace"]
     assert report["landlock"].startswith("fs") and report["seccomp"].startswith("on")
 
 

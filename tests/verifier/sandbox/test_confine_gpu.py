@@ -28,7 +28,7 @@ def test_triton_candidate_is_accepted_inside_strict_walls():
     assert report.accepted, report.message
     walls = report.environment["confinement"]
     assert walls["level"] == "strict" and walls["landlock"].startswith("fs"), walls
-    assert walls["namespaces"] == ["user", "pid", "mount", "net"]
+    assert walls["namespaces"] == ["user", "pid", "mount", "ipc", "uts", "net"]
     assert report.metrics.get("candidate_ms"), "timed inside the walls"
     assert any(k.startswith("speedup_") for k in report.metrics), "baselines (eager, torch.compile) timed too"
 

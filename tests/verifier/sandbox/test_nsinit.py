@@ -1,6 +1,7 @@
-"""The namespace launcher: the command runs as PID 1 of its own user, pid, mount and network namespaces,
-everything it starts dies with it, its exit status and fatal signal reach the parent unchanged, and
-strict refuses to run without the namespaces."""
+"""The namespace launcher: the command runs as PID 2 of its own user, pid, mount, IPC, UTS and network
+namespaces under a trusted PID 1; everything it starts dies with it (also after it undid its own death
+signal); its exit status and fatal signal reach the parent unchanged; strict refuses to run without the
+namespaces."""
 
 from __future__ import annotations
 
@@ -45,17 +46,17 @@ def _alive_with(marker: str) -> list[int]:
     return found
 
 
-def test_command_is_pid_1_of_fresh_namespaces_with_only_its_own_processes_visible():
+def test_command_runs_under_a_trusted_pid_1_in_fresh_namespaces_with_only_its_own_processes_visible():
     script = ("import json, os; print(json.dumps([os.getpid(), os.getppid(), "
               "sorted(p for p in os.listdir('/proc') if p.isdigit()), open('/proc/self/uid_map').read().split(), "
               "os.environ['KERNELAGENT_SANDBOX_NS'], os.environ['KERNELAGENT_SANDBOX_PROC']]))")
     out = _run([], script)
     assert out.returncode == 0, out.stderr
     pid, ppid, procs, uid_map, spaces, proc = json.loads(out.stdout)
-    assert (pid, ppid) == (1, 0)             # PID 1; the parent is outside the namespace
-    assert procs == ["1"]                    # a private /proc: no other process of the machine is visible
+    assert (pid, ppid) == (2, 1)             # PID 2: PID 1 is the launcher's trusted init, not the command
+    assert procs == ["1", "2"]               # a private /proc: no other process of the machine is visible
     assert uid_map == ["0", str(os.getuid()), "1"]   # one uid mapped: root inside is us outside
-    assert spaces == "user,pid,mount,net" and proc == "private"
+    assert spaces == "user,pid,mount,ipc,uts,net" and proc == "private"
 
 
 def test_a_setsid_double_forked_child_dies_with_the_command():
@@ -160,3 +161,43 @@ def test_private_run_hides_host_daemons_sockets():
     out = _run(["--private-run"], "import os; print(os.listdir('/run'), os.environ['KERNELAGENT_SANDBOX_RUN'])")
     assert out.stdout.strip() == "[] private", out.stderr
     assert os.listdir("/run"), "the host's /run is untouched"
+
+
+def test_a_command_that_undoes_its_death_signal_and_leaves_the_group_still_dies_with_the_launcher():
+    """The command clears PR_SET_PDEATHSIG and calls setsid (out of the group the parent kills): as PID 1 it
+    kept the whole namespace alive after the launcher was killed; under a trusted PID 1 nothing survives."""
+    marker = f"ka-survivor-{uuid.uuid4().hex}"
+    script = ("import ctypes, os, time\n"
+              "ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+              "os.setsid()\n"
+              "time.sleep(120)\n")
+    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, "-I", "-S", "-c", script, marker])
+    try:
+        deadline = time.monotonic() + 20
+        while not _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # let it clear its death signal and leave the group
+        assert _alive_with(marker), "the command did not start"
+        os.kill(proc.pid, signal.SIGKILL)  # the launcher alone, as the parent does on a timeout
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(marker) == []
+    finally:
+        for pid in _alive_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sysv_shared_memory_is_private_to_the_sandbox():
+    """An IPC namespace of its own: segments the command makes are gone with it and the host's are not listed."""
+    script = ("import ctypes\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "print(libc.shmget(0x5b5b0001, 4096, 0o1666))\n"
+              "print(open('/proc/sysvipc/shm').read().count('\\n'))\n")
+    out = _run([], script)
+    assert out.returncode == 0, out.stderr
+    made, rows = out.stdout.split()
+    assert int(made) >= 0 and int(rows) == 2  # its own segment and the header: nothing of the host's
+    host = Path("/proc/sysvipc/shm").read_text()
+    assert "5b5b0001" not in host.lower() and str(0x5B5B0001) not in host
