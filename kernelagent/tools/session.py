@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from kernelagent.verifier.api import Verifier, resolve_device
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.refcache import home
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool
+from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import kill_group
 
 T = TypeVar("T")
@@ -179,4 +179,4 @@ class Session:
         for v in verifiers:
             v.close()
         self.pool.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)

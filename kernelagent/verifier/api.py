@@ -36,6 +36,7 @@ from kernelagent.verifier.policy.check import check_policy
 from kernelagent.verifier.report import Report, Stage
 from kernelagent.verifier.sandbox import bytecode
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
+from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import redact, scratch_base, secret_values, sweep_stale
 
 Progress = Callable[[str], None]
@@ -87,7 +88,7 @@ class Verifier:
     def close(self) -> None:
         self.pool.close()
         if not self.options.keep_workdir:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_tree(self.scratch)
 
     def __enter__(self) -> Verifier:
         return self

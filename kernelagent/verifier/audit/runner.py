@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from kernelagent.verifier.estimate import (
     oom_kill_count,
     read_machine,
 )
+from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import group_rss_mb, kill_group, make_workdir, scrubbed_env
 
 WATCH_INTERVAL = 0.25
@@ -150,7 +150,7 @@ class Child:
         with _LIVE_LOCK:
             _LIVE.discard(self)
         self._stderr.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)
 
     def stderr_tail(self, limit: int = 1500) -> str:
         try:

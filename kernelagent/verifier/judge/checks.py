@@ -24,6 +24,7 @@ from kernelagent.verifier.judge.compare import (
 from kernelagent.verifier.judge.timed import bimodal, check_prints, describe_wrong, tolerance_for
 from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
+from kernelagent.verifier.sandbox import untrusted
 
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
 HOST_GAP_MS = 0.05       # ... and by at least this much per call (launch overhead on tiny kernels)
@@ -79,8 +80,16 @@ class Judge:
         return ref
 
     def cand(self, name: str) -> dict[str, Any] | None:
+        """The candidate's saved outputs; None when missing or not a plain file (a link would be followed by
+        this process, a FIFO would block it)."""
         path = self.out / f"{name}.pt"
-        return self._load(path) if path.exists() else None
+        try:
+            untrusted.plain_file(path)
+            for raw in path.parent.glob(path.name + ".*.raw"):
+                untrusted.plain_file(raw)
+        except (OSError, ValueError):
+            return None
+        return self._load(path)
 
     def _load(self, path: Path) -> dict[str, Any]:
         t = time.perf_counter()

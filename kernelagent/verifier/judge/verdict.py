@@ -16,6 +16,7 @@ from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pack import Pack
 from kernelagent.verifier.protocol import CandidateFacts
 from kernelagent.verifier.report import Report, Stage
+from kernelagent.verifier.sandbox import untrusted
 from kernelagent.verifier.sandbox.pool import WorkerResult
 
 
@@ -28,11 +29,14 @@ def _worker_stages(stages: dict[str, Any]) -> list[Stage]:
 
 
 def _progress_stages(res: WorkerResult) -> list[Stage]:
+    """The stages a worker that died had finished (its progress file, which the candidate could rewrite)."""
+    import json
+
     path = Path(res.out_dir) / "progress.json"
     try:
-        import json
-        return _worker_stages(json.loads(path.read_text()))
-    except (OSError, ValueError):
+        stages = json.loads(untrusted.read_bytes(path, 1 << 20))
+        return _worker_stages(stages) if isinstance(stages, dict) else []
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # missing, a link or FIFO, malformed
         return []
 
 
@@ -233,8 +237,8 @@ def _speed_metrics(base: Report, pack: Pack, facts: CandidateFacts, ceilings: di
 
 def _source(path: Path) -> str:
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        return untrusted.read_text(path, 4 << 20)  # the worker's copy, in a folder the candidate could write
+    except (OSError, ValueError):
         return ""
 
 

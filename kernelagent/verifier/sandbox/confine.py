@@ -109,6 +109,7 @@ def apply(workdir: Path, settings: Settings) -> dict[str, object]:
                                  "proc": os.environ.get("KERNELAGENT_SANDBOX_PROC", "host"),
                                  "tmp": os.environ.get("KERNELAGENT_SANDBOX_TMP", "host"),
                                  "run": os.environ.get("KERNELAGENT_SANDBOX_RUN", "host"),
+                                 "inputs": os.environ.get("KERNELAGENT_SANDBOX_INPUTS", "writable"),
                                  "loopback": os.environ.get("KERNELAGENT_SANDBOX_LO", "host"),
                                  "tripwires": settings.tripwires}
     if settings.level == "off":

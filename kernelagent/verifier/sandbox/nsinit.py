@@ -26,7 +26,8 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000  # SysV shared memory, semaphores, message queues; host name
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 0x1, 0x2, 0x4, 0x8, 0x20, 0x1000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 EXIT_REFUSED = 71          # strict confinement could not be had (EX_OSERR)
@@ -81,9 +82,11 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def private_mounts(keep: list[str], private_run: bool = False) -> dict[str, str]:
-    """In the child (PID 1): this namespace's own /proc, a private /tmp unless a kept dir lives there, and
-    (tool runs, which may open sockets) an empty /run, so no host daemon's socket can be named."""
+def private_mounts(keep: list[str], private_run: bool = False, readonly: list[str] | None = None) -> dict[str, str]:
+    """In the child (PID 1): this namespace's own /proc, a private /tmp unless a kept dir lives there,
+    (tool runs, which may open sockets) an empty /run, so no host daemon's socket can be named, and the
+    `readonly` folders bound read-only (files linked in from outside must not be chmod-ed or touched through
+    their links: Landlock does not cover attribute changes)."""
     done: dict[str, str] = {}
     try:
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
@@ -109,6 +112,14 @@ def private_mounts(keep: list[str], private_run: bool = False) -> dict[str, str]
             done["run"] = "private"
         except OSError as e:
             done["run"] = f"host ({e})"
+    for folder in readonly or []:
+        try:
+            _mount(folder, folder, None, MS_BIND | MS_REC)
+            _mount("none", folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            done["inputs"] = "read-only"
+        except OSError as e:
+            done["inputs"] = f"writable ({e})"
+            break
     return done
 
 
@@ -153,12 +164,13 @@ def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict
         _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         env = dict(os.environ)
         keep = [*opts["keep"], *_program_home(cmd[0])]
-        mounts = private_mounts(keep, opts["run"]) if "mount" in spaces else {"proc": "host", "tmp": "host"}
+        mounts = private_mounts(keep, opts["run"], opts["readonly"]) if "mount" in spaces else {"proc": "host",
+                                                                                                  "tmp": "host"}
         lo = loopback_up() if opts["lo"] and "net" in spaces else ("down" if "net" in spaces else "host")
         _limits("user" in spaces)
         env.update(KERNELAGENT_SANDBOX_NS=",".join(spaces), KERNELAGENT_SANDBOX_PROC=mounts["proc"],
                    KERNELAGENT_SANDBOX_TMP=mounts["tmp"], KERNELAGENT_SANDBOX_RUN=mounts.get("run", "host"),
-                   KERNELAGENT_SANDBOX_LO=lo,
+                   KERNELAGENT_SANDBOX_LO=lo, KERNELAGENT_SANDBOX_INPUTS=mounts.get("inputs", "none asked"),
                    KERNELAGENT_SANDBOX_NS_ERRORS="; ".join(f"{k}: {v}" for k, v in errors.items()))
         if report is not None:
             _init(cmd, env, report)
@@ -214,12 +226,14 @@ def _relay(pid: int, report: int) -> None:
 
 
 def _parse(argv: list[str]) -> tuple[dict, list[str]]:
-    opts: dict = {"strict": False, "lo": False, "net": True, "user": True, "run": False, "keep": [], "probe": False}
+    opts: dict = {"strict": False, "lo": False, "net": True, "user": True, "run": False, "keep": [], "readonly": [],
+                  "probe": False}
     i = 0
     while i < len(argv) and argv[i] != "--":
         arg = argv[i]
-        if arg == "--keep":
-            opts["keep"].append(argv[i + 1])
+        if arg in ("--keep", "--readonly"):  # --readonly: bound read-only inside (and kept visible)
+            opts[arg[2:]].append(argv[i + 1])
+            opts["keep"] += [argv[i + 1]] if arg == "--readonly" else []
             i += 1
         elif arg in ("--strict", "--lo", "--probe"):
             opts[arg[2:]] = True

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kernelagent.verifier.estimate import oom_kill_count
 from kernelagent.verifier.protocol import CONSTRUCTED_FILE, GPU_TURN_FILE, IMPORTED_FILE, Request, encode
-from kernelagent.verifier.sandbox import confine, limits
+from kernelagent.verifier.sandbox import confine, limits, untrusted
+from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import (
     default_memory_limit_mb,
     kill_group,
@@ -31,6 +32,9 @@ from kernelagent.verifier.sandbox.spawn import (
 
 if TYPE_CHECKING:
     from kernelagent.verifier.options import VerifyOptions
+
+
+RESULT_MAX_BYTES = 64 << 20  # a worker's result.json: facts and messages, never tensors
 
 
 @dataclass
@@ -163,8 +167,8 @@ class Worker:
         result: dict[str, Any] = {}
         if status == "ok" and result_file.exists():
             try:
-                result = json.loads(result_file.read_text())
-            except (OSError, json.JSONDecodeError):
+                result = json.loads(untrusted.read_bytes(result_file, RESULT_MAX_BYTES))
+            except (OSError, ValueError):  # a link, a FIFO, too large, not JSON
                 status = "crashed"
             else:
                 # under a tool (compute-sanitizer exits with its own code) only the nonce is checked
@@ -220,9 +224,8 @@ class Worker:
     def discard(self, keep: bool = False) -> None:
         kill_group(self.proc)
         if not keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            shutil.rmtree(self.out_dir, ignore_errors=True)
-            shutil.rmtree(self.in_dir, ignore_errors=True)
+            for folder in (self.workdir, self.out_dir, self.in_dir):
+                remove_tree(folder)  # however deep the candidate nested it
 
 
 class WorkerPool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -112,13 +111,14 @@ def make_workdir(root: Path | None = None, prefix: str = "ka-worker-") -> Path:
 def sweep_stale(base: Path | None = None) -> int:
     """Remove what verifiers that died (kill -9, a crash) left in the scratch folder: folders named
     after a process id that no longer runs. In /dev/shm they would hold RAM until a reboot."""
+    from kernelagent.verifier.sandbox.remove import remove_tree
+
     removed = 0
     for entry in (base or scratch_base()).glob("*"):
         m = re.match(r"(?:kernelagent|ka-worker|ka-tool)-(\d+)(?:-|$)", entry.name)
-        if not m or not entry.is_dir() or _alive(int(m.group(1))):
+        if not m or entry.is_symlink() or not entry.is_dir() or _alive(int(m.group(1))):
             continue
-        shutil.rmtree(entry, ignore_errors=True)
-        removed += 1
+        removed += remove_tree(entry)
     return removed
 
 
@@ -154,8 +154,9 @@ def worker_command(workdir: Path, prefix: list[str] | None, settings: confine.Se
     # folders the worker needs that a private /tmp would hide: its own, and import paths (a GPU image may
     # unpack packages into /tmp, as the H200's CuTe DSL bundle does)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [p for p in sys.path if p]
-    for own in (workdir, f"{workdir}-out", f"{workdir}-in", *dict.fromkeys(paths)):
+    for own in (workdir, f"{workdir}-out", *dict.fromkeys(paths)):
         flags += ["--keep", str(own)]
+    flags += ["--readonly", f"{workdir}-in"]  # files linked in from the pack and the user's problem
     # -I -S: the launcher is stdlib only; it ignores PYTHON* variables and site-packages (10 ms, not 40)
     return [sys.executable, "-I", "-S", str(NSINIT), *flags, "--", *cmd]
 

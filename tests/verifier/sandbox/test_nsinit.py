@@ -201,3 +201,22 @@ def test_sysv_shared_memory_is_private_to_the_sandbox():
     assert int(made) >= 0 and int(rows) == 2  # its own segment and the header: nothing of the host's
     host = Path("/proc/sysvipc/shm").read_text()
     assert "5b5b0001" not in host.lower() and str(0x5B5B0001) not in host
+
+
+def test_a_readonly_folder_keeps_its_files_modes_and_times(tmp_path: Path):
+    """Files the parent hard-links in (the pack, the user's problem) cannot be chmod-ed, touched or added to
+    from inside: Landlock does not cover attribute changes, a read-only bind does."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "problem.py").write_text("x = 1\n")
+    before = os.stat(inputs / "problem.py")
+    script = (f"import os\nfor f in (lambda: os.chmod('{inputs}/problem.py', 0o6777), "
+              f"lambda: os.utime('{inputs}/problem.py', (0, 0)), lambda: open('{inputs}/new', 'w')):\n"
+              "    try:\n        f()\n        print('changed')\n    except OSError as e:\n        print(e.errno)\n"
+              f"print(open('{inputs}/problem.py').read().strip(), os.environ['KERNELAGENT_SANDBOX_INPUTS'])\n")
+    out = _run(["--readonly", str(inputs)], script)
+    assert out.returncode == 0, out.stderr
+    assert "changed" not in out.stdout and "x = 1 read-only" in out.stdout
+    after = os.stat(inputs / "problem.py")
+    assert (after.st_mode, after.st_mtime) == (before.st_mode, before.st_mtime)
+    assert sorted(os.listdir(inputs)) == ["problem.py"]

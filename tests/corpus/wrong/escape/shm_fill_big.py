@@ -4,7 +4,6 @@
 """Its work dir lives in /dev/shm, which is memory: writes files there until far past the worker's
 memory limit, slowly enough that the watchdog sees it grow. Forward is plain PyTorch."""
 
-import os
 
 import torch
 import torch.nn as nn
