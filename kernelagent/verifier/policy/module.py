@@ -298,6 +298,9 @@ class ModuleChecker:
         if node.id in FILE_GLOBALS:
             self.report.add("file_io", node, f"`{node.id}` is the path of the candidate's own file; a kernel "
                                               "needs no paths")
+        if node.id == "__annotations__":
+            self.report.add("eval_exec", node, "`__annotations__` written or read directly: its keys become source "
+                                               "text in the code dataclasses and typing generate and run")
         if node.id in INTROSPECTION_GLOBALS:
             self.report.add("introspection", node, f"`{node.id}` exposes the module's loader or the interpreter's "
                                                    "built-in namespace")
