@@ -7,6 +7,7 @@ thread drains into a small ring buffer (a candidate printing gigabytes costs the
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -115,6 +116,10 @@ def ram_backed(path: Path) -> bool:
     return fstype in ("tmpfs", "ramfs")
 
 
+class Unmeasurable(RuntimeError):
+    """A worker's folders hold something the memory scan cannot reach: it is stopped, not trusted."""
+
+
 class TooManyFiles(Exception):
     """A worker keeps more than MAX_FILES files in its dirs."""
 
@@ -126,7 +131,8 @@ def dir_bytes(roots: list[Path], max_files: int = MAX_FILES) -> int:
     while todo:
         try:
             it = os.scandir(todo.pop())
-        except OSError:
+        except OSError as e:
+            _unless_gone(e)
             continue
         with it:
             for entry in it:
@@ -135,12 +141,20 @@ def dir_bytes(roots: list[Path], max_files: int = MAX_FILES) -> int:
                     raise TooManyFiles(f"more than {max_files} files in its work dirs")
                 try:
                     st = entry.stat(follow_symlinks=False)
-                except OSError:
+                except OSError as e:
+                    _unless_gone(e)
                     continue
                 total += st.st_blocks * 512
                 if entry.is_dir(follow_symlinks=False):
                     todo.append(entry.path)
     return total
+
+
+def _unless_gone(err: OSError) -> None:
+    """A folder the scan cannot enter (nested past PATH_MAX, made unreadable) would hide what it holds:
+    only an entry that vanished meanwhile is passed over."""
+    if err.errno not in (errno.ENOENT, errno.ENOTDIR):
+        raise Unmeasurable(f"its work dirs hold files that cannot be measured ({err.strerror})")
 
 
 # Files a worker may keep when its scratch is on disk (a small /dev/shm sends scratch to the temp dir): the

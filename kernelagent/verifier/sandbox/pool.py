@@ -208,7 +208,7 @@ class Worker:
                 rss, files = meter.sample(self.proc.pid)
                 reason = f"{rss:.0f} MiB resident + {files:.0f} MiB of files > {limit_mb} MiB" \
                     if rss + files > limit_mb else ""
-            except (limits.TooManyFiles, limits.DiskFull) as e:
+            except (limits.TooManyFiles, limits.DiskFull, limits.Unmeasurable) as e:
                 reason = str(e)
             note.update(peak_rss_mb=round(meter.peak_rss_mb), peak_files_mb=round(meter.peak_files_mb))
             if reason:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelagent.verifier.sandbox import limits
+from kernelagent.verifier.sandbox.remove import remove_tree
 
 
 def test_output_tail_keeps_the_end_and_counts_everything_without_holding_it():
@@ -81,3 +82,21 @@ def test_default_limit_is_a_share_of_available_memory(monkeypatch):
     monkeypatch.setattr(limits, "available_mb", lambda: 10_000)
     assert limits.default_memory_limit_mb() == 7_500
     assert "available" in limits.LIMIT_BASIS
+
+
+def test_a_folder_nested_past_path_max_stops_the_scan_instead_of_hiding_its_files(tmp_path):
+    """Files below a path longer than PATH_MAX cannot be named by path: the scan said nothing of them and a
+    worker held gigabytes past its limit. What cannot be measured is a reason to stop the worker."""
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(100):  # 100 x 51 characters: beyond PATH_MAX (4096)
+        os.mkdir("d" * 50, dir_fd=fd)
+        sub = os.open("d" * 50, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(os.open("hidden", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))
+    os.close(fd)
+    try:
+        with pytest.raises(limits.Unmeasurable):
+            limits.dir_bytes([tmp_path])
+    finally:
+        remove_tree(tmp_path / ("d" * 50))
