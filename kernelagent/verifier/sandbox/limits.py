@@ -180,10 +180,11 @@ class MemoryMeter:
 
     def sample(self, root: int) -> tuple[float, float]:
         """(RSS MiB, files MiB) now; raises TooManyFiles, and DiskFull past DISK_LIMIT_MB on disk."""
-        rss = sum(rss_kib(p) for p in worker_pids(root)) / 1024
+        pids = worker_pids(root)
+        rss = sum(rss_kib(p) for p in pids) / 1024
         now = time.monotonic()
-        if (self.dirs or self.disk_dirs) and now >= self._next_scan:
-            self.files_bytes = dir_bytes(self.dirs) if self.dirs else 0
+        if now >= self._next_scan:
+            self.files_bytes = (dir_bytes(self.dirs) if self.dirs else 0) + held_by_descriptors(pids)
             self.disk_bytes = dir_bytes(self.disk_dirs) if self.disk_dirs else 0
             self._next_scan = now + 10 * (time.monotonic() - now)
         if self.disk_bytes / 2**20 > DISK_LIMIT_MB:
@@ -191,6 +192,27 @@ class MemoryMeter:
         files = self.files_bytes / 2**20
         self.peak_rss_mb, self.peak_files_mb = max(self.peak_rss_mb, rss), max(self.peak_files_mb, files)
         return rss, files
+
+
+def held_by_descriptors(pids: list[int]) -> int:
+    """Bytes in files the processes hold open but no folder shows: memfds and unlinked files (in RAM when
+    they sit in tmpfs, as a worker's scratch and private /tmp do). Counted once per file."""
+    seen: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                target = os.readlink(path)
+                if target.startswith("/memfd:") or target.endswith(" (deleted)"):
+                    st = os.stat(path)
+                    seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            except OSError:
+                continue
+    return sum(seen.values())
 
 
 def available_mb() -> int:

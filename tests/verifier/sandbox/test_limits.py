@@ -100,3 +100,22 @@ def test_a_folder_nested_past_path_max_stops_the_scan_instead_of_hiding_its_file
             limits.dir_bytes([tmp_path])
     finally:
         remove_tree(tmp_path / ("d" * 50))
+
+
+def test_memory_held_through_descriptors_is_counted(tmp_path):
+    """A memfd or an unlinked open file holds memory no folder shows (2 GiB went unseen past a 1.2 GiB
+    limit); the meter counts them through the processes' descriptors, once each."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\n"
+        "m = os.memfd_create('balloon'); os.write(m, b'x' * (8 << 20))\n"
+        f"f = open({str(tmp_path / 'gone')!r}, 'wb'); f.write(b'y' * (4 << 20)); f.flush()\n"
+        f"os.unlink({str(tmp_path / 'gone')!r}); os.dup(m)\n"
+        "print('ready', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        held = limits.held_by_descriptors([child.pid])
+        assert held >= 12 << 20 and held < 13 << 20  # 8 MiB + 4 MiB, the duplicated memfd once
+        assert limits.held_by_descriptors([os.getpid()]) < 1 << 20
+    finally:
+        child.kill()
+        child.wait()
