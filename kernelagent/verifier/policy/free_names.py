@@ -14,7 +14,8 @@ import symtable
 
 # what every module has without defining it (besides the builtins)
 _MODULE_GLOBALS = frozenset({"__name__", "__doc__", "__file__", "__builtins__", "__spec__", "__loader__",
-                             "__package__", "__cached__", "__annotations__", "__dict__"})
+                             "__package__", "__cached__", "__annotations__", "__dict__",
+                             "__qualname__", "__module__", "__class__"})  # a class body's own, a method's cell
 _KNOWN = frozenset(dir(builtins)) | _MODULE_GLOBALS
 
 

@@ -192,6 +192,8 @@ def _init(cmd: list[str], env: dict[str, str], report: int) -> None:
             print(f"kernelagent sandbox: cannot start {cmd[0]}: {e}", file=sys.stderr, flush=True)
         os._exit(127)
     os.close(0)  # the request pipe is the worker's: its end-of-file must not wait for this process
+    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGPIPE):
+        _signal.signal(sig, _signal.SIG_IGN)  # (after the fork: the worker keeps its defaults) nothing inside stops it
     while True:
         try:
             done, status = os.wait()

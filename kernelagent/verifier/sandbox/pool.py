@@ -271,8 +271,8 @@ class WorkerPool:
         if mode != "cuda":
             return self._spawn(mode)
         w = self._spawn(mode, gpu_turn=True)
-        if not w.wait_file(IMPORTED_FILE):  # it died starting: acquire() passes it over
-            return w
+        if not w.wait_file(IMPORTED_FILE) and w.proc.poll() is not None:  # it died starting: acquire() passes it
+            return w                                                        # over (a slow one still gets its turn)
         with self.gpu_quiet():
             (w.workdir / GPU_TURN_FILE).write_text("")
             w.wait_ready()

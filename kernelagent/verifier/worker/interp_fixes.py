@@ -6,11 +6,21 @@
 2. `tl.dot` on bf16 operands multiplies their raw uint16 storage (bf16 is kept as uint16 there),
    which gives garbage; the GPU's tensor cores multiply the values with fp32 accumulation.
 3. `@triton.autotune` benchmarks its configs through the GPU driver, so it fails without one.
+4. (Not about bf16, but about what the interpreter runs.) To run a kernel, the interpreter copies its own
+   module's globals (`inspect`, `np`, `textwrap`, ...) into the module that defined the kernel, so after the
+   first launch the candidate can use modules it never imported. The rewritten kernel now runs in a copy.
+5. The interpreter re-reads a kernel's source at its first launch and starts at the *last* line that begins
+   with `def `, even inside a string; the GPU compiler (and the AOT check) starts at the first `def` of the
+   text read when the kernel was defined. A candidate could have the interpreter run Python the compiler
+   never sees. The rewriter now reads the text the compiler reads, taken when the kernel is defined.
 Applied in CPU-mode workers only, before any candidate is imported.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
+import textwrap
 from typing import Any
 
 
@@ -71,4 +81,63 @@ def autotune_without_benchmarks() -> bool:
         return [rank, rank, rank]
 
     Autotuner._bench = _bench
+    return True
+
+
+def keep_kernel_modules_clean() -> bool:
+    """Run each rewritten kernel in a copy of its module's globals plus the interpreter's own, instead of
+    writing the interpreter's globals into the module; False if this Triton has no such rewriter."""
+    from triton.runtime import interpreter
+
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if rewriter is None or not hasattr(rewriter, "_compile_and_exec"):
+        return False
+    own = vars(interpreter)
+
+    def compile_and_exec(self: Any, transformed_ast: Any) -> Any:
+        code = compile(transformed_ast, filename=self.filename, mode="exec")
+        scope = {**own, **self.fn.__globals__}  # the module's names first; the module itself is not touched
+        local_namespace = {**self.kwargs}
+        exec(code, scope, local_namespace)  # noqa: S102 - the interpreter's own step, on the kernel's own source
+        return local_namespace[self.fn.__name__]
+
+    rewriter._compile_and_exec = compile_and_exec
+    return True
+
+
+_DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)  # where triton.runtime.jit.JITCallable starts a kernel
+
+
+def rewrite_what_the_compiler_compiles() -> bool:
+    """Snapshot each kernel's source when it is defined and start at its first `def`, as the compiler does;
+    False if this Triton's rewriter differs from the one this was written against."""
+    from triton.runtime import interpreter
+
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if rewriter is None or not all(hasattr(rewriter, n) for n in ("rewrite_ast", "_find_def", "_prepare_source")):
+        return False
+    define = rewriter.__init__
+
+    def init(self: Any, fn: Any, **kwargs: Any) -> None:
+        define(self, fn, **kwargs)
+        try:
+            self._kept_lines = inspect.getsourcelines(fn)[0]  # now, before any candidate code ran after it
+        except (OSError, TypeError):
+            self._kept_lines = None
+
+    def find_def(self: Any, lines: list[str]) -> int:
+        found = _DEF.search(textwrap.dedent("".join(lines)))
+        return 0 if found is None else found.string[:found.start()].count("\n") + 1
+
+    original = rewriter.rewrite_ast
+
+    def rewrite_ast(self: Any) -> Any:
+        kept = getattr(self, "_kept_lines", None)
+        if kept is None:
+            return original(self)
+        self.filename, self.def_file_lineno = self._get_jit_fn_file_line()
+        self.def_lineno = self._find_def(kept)
+        return self._compile_and_exec(self._transform_ast(self._prepare_source(kept)))
+
+    rewriter.__init__, rewriter._find_def, rewriter.rewrite_ast = init, find_def, rewrite_ast
     return True

@@ -48,11 +48,15 @@ def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
         from kernelagent.verifier.worker.interp_fixes import (
             autotune_without_benchmarks,
             bf16_dot_in_fp32,
+            keep_kernel_modules_clean,
+            rewrite_what_the_compiler_compiles,
             round_bf16_to_nearest,
         )
         versions["interpreter_bf16_rounding"] = "nearest" if round_bf16_to_nearest() else "truncate"
         versions["interpreter_bf16_dot"] = "fp32" if bf16_dot_in_fp32() else "raw"
         versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
+        versions["interpreter_module_globals"] = "kept clean" if keep_kernel_modules_clean() else "shared"
+        versions["interpreter_source"] = "as compiled" if rewrite_what_the_compiler_compiles() else "re-read"
     if mode == "cuda":
         import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs
         _wait_for_gpu_turn(workdir)  # also with no GPU visible: the parent waits for the word either way
