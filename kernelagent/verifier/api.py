@@ -276,7 +276,11 @@ class Verifier:
         if out.status != "ok":
             stopped = f"the compile worker stopped ({out.status}: {out.died_how})"
             return {"error": None, "kernels": [], "skipped": [stopped]}
-        return out.result.get("aot") or out.result.get("error")
+        if "aot" not in out.result:  # the compile worker itself failed: nothing was checked
+            err = out.result.get("error") or {}
+            return {"error": None, "kernels": [], "skipped": [f"the compile worker failed ({err.get('type', '?')}: "
+                                                             f"{str(err.get('message', ''))[:200]})"]}
+        return out.result["aot"]
 
     def single_run(self, cspec: CandidateSpec, pspec: ProblemSpec, pack: Pack, prefix: list[str],
                    main_set: bool = True, extra_env: dict[str, str] | None = None) -> WorkerResult:

@@ -116,6 +116,8 @@ def apply(workdir: Path, settings: Settings) -> dict[str, object]:
         report.update(landlock="off", seccomp="off", level="none", missing=[])
         return report
     missing = [f"{ns} namespace" for ns in _wanted_namespaces(settings.profile) if ns not in spaces]
+    if "mount" in spaces and str(report["inputs"]).startswith("writable"):
+        missing.append("read-only inputs")  # hard links in -in would let it chmod the files linked in
     if missing and settings.level == "strict":
         raise ConfinementError(missing[0], os.environ.get("KERNELAGENT_SANDBOX_NS_ERRORS") or "not created")
     report["landlock_abi"] = abi = landlock.landlock_abi()

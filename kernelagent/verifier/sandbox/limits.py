@@ -151,10 +151,11 @@ def dir_bytes(roots: list[Path], max_files: int = MAX_FILES) -> int:
 
 
 def _unless_gone(err: OSError) -> None:
-    """A folder the scan cannot enter (nested past PATH_MAX, made unreadable) would hide what it holds:
-    only an entry that vanished meanwhile is passed over."""
-    if err.errno not in (errno.ENOENT, errno.ENOTDIR):
+    """A folder the scan cannot enter (nested past PATH_MAX, made unreadable) would hide what it holds: the
+    worker is stopped rather than trusted."""
+    if err.errno in (errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP):
         raise Unmeasurable(f"its work dirs hold files that cannot be measured ({err.strerror})")
+    # anything else (the entry vanished, this process is short of descriptors) is measured at the next scan
 
 
 # Files a worker may keep when its scratch is on disk (a small /dev/shm sends scratch to the temp dir): the

@@ -115,12 +115,21 @@ def private_mounts(keep: list[str], private_run: bool = False, readonly: list[st
     for folder in readonly or []:
         try:
             _mount(folder, folder, None, MS_BIND | MS_REC)
-            _mount("none", folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            # a user namespace may not clear flags its mounts inherited (noexec on /dev/shm, atime modes)
+            _mount("none", folder, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(folder))
             done["inputs"] = "read-only"
         except OSError as e:
             done["inputs"] = f"writable ({e})"
             break
     return done
+
+
+def _locked_flags(folder: str) -> int:
+    """The mount flags of `folder`'s file system that a remount inside a user namespace must keep."""
+    have = os.statvfs(folder).f_flag
+    pairs = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+             (os.ST_NOATIME, 0x400), (os.ST_NODIRATIME, 0x800), (os.ST_RELATIME, 0x200000))
+    return MS_NOSUID | MS_NODEV | sum(ms for st, ms in pairs if have & st and ms not in (MS_NOSUID, MS_NODEV))
 
 
 def loopback_up() -> str:

@@ -117,28 +117,34 @@ def triton_error_line(exc: BaseException, fn: Any, kernel: str) -> str:
 
 
 def find_kernel(module: Any, launch: dict[str, Any]) -> Any | None:
-    """The JITFunction the interpreter launched: reached from the module by its qualified name and defined
-    on the same line (a kernel of the same name made elsewhere, in a factory or a closure, is not it)."""
+    """The JITFunction the interpreter launched: a kernel of this module (at module level or in a
+    module-level class) with the launched function's qualified name, defined on the same line. A kernel of the
+    same name made elsewhere (in a factory, a closure) is not it; `triton.jit(body)` is found by `body`."""
     qualname = launch.get("qualname") or launch["kernel"]
     if "<locals>" in qualname:
         return None
-    value: Any = module
-    for part in qualname.split("."):
-        value = vars(value).get(part) if hasattr(value, "__dict__") else None
-        if value is None:
-            return None
-    found = next((fn for fn in _jit_objects(_Holder(value)) if fn.fn.__qualname__ == qualname), None)
     line = launch.get("line")
-    if found is None or (line is not None and found.fn.__code__.co_firstlineno != line):
-        return None
-    return found
+    for fn in _reachable_kernels(module):
+        if fn.fn.__qualname__ == qualname and (line is None or fn.fn.__code__.co_firstlineno == line):
+            return fn
+    return None
+
+
+def _reachable_kernels(module: Any) -> list[Any]:
+    """JITFunctions bound in the module and in its classes' namespaces (static and class methods unwrapped)."""
+    values = list(vars(module).values())
+    for value in list(values):
+        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
+            values += [getattr(v, "__func__", v) for v in vars(value).values()]
+    return _jit_objects(_Holder(values))
 
 
 class _Holder:
-    """One value seen as a module's namespace (for _jit_objects, which unwraps autotune/heuristics)."""
+    """Values seen as a module's namespace (for _jit_objects, which unwraps autotune/heuristics)."""
 
-    def __init__(self, value: Any):
-        self.value = value
+    def __init__(self, values: list[Any]):
+        for i, value in enumerate(values):
+            setattr(self, f"v{i}", value)
 
 
 def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
@@ -151,7 +157,14 @@ def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
         return {"kernels": [], "error": {"category": "load_error", "message": str(e)}}
     kernels, error, skipped = [], None, []
     for r in req.requests:
-        fn = find_kernel(module, r)
+        if r.get("over_cap"):
+            skipped.append(f"{r['kernel']}: launched after more distinct launches than are compiled ahead of time")
+            continue
+        try:
+            fn = find_kernel(module, r)
+        except Exception as e:  # noqa: BLE001 - the candidate's objects raised while being looked through
+            skipped.append(f"{r['kernel']}: could not be looked up ({type(e).__name__})")
+            continue
         if fn is None:
             skipped.append(f"{r['kernel']}: not found by its name at module level or in a module-level class "
                            "(kernels made inside functions cannot be compiled ahead of time)")

@@ -36,6 +36,8 @@ def describe_arg(value: Any) -> dict[str, Any]:
         return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32"), "attr": spec[1] if spec else ""}
     if isinstance(value, bool):
         return {"kind": "bool", "value": value}
+    if not isinstance(value, int) and hasattr(value, "__index__") and type(value).__module__ == "numpy":
+        return describe_arg(int(value))  # a NumPy integer (np.prod of a shape) launches as a Python int
     if isinstance(value, int):
         if spec and spec[0] == "constexpr":
             return {"kind": "const", "value": value}
@@ -63,12 +65,18 @@ def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
             "options": {k: kwargs[k] for k in _LAUNCH_OPTIONS if k in kwargs and kwargs[k] is not None}}
 
 
+def launch_key(req: dict[str, Any]) -> str:
+    """What makes two launches the same compile: the kernel (its name, qualified name and line: two kernels
+    may share a name), argument kinds and values that specialise, and launch options."""
+    return repr((req["kernel"], req.get("qualname"), req.get("line"), sorted(req["args"].items(), key=str),
+                 sorted(req["options"].items(), key=str)))
+
+
 def aot_requests(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Distinct launch descriptions (the interpreter sees the same launch many times)."""
     seen: dict[str, dict[str, Any]] = {}
     for req in launches:
-        key = repr((req["kernel"], sorted(req["args"].items(), key=str), sorted(req["options"].items())))
-        seen.setdefault(key, req)
+        seen.setdefault(launch_key(req), req)
     return list(seen.values())
 
 
@@ -77,10 +85,13 @@ def _jit_objects(module: Any) -> list[Any]:
     out = []
     for value in list(vars(module).values()):
         fn, depth = value, 0
-        while fn is not None and depth < 4 and not hasattr(fn, "device_caches"):
-            fn, depth = getattr(fn, "fn", None), depth + 1
-        if fn is not None and hasattr(fn, "device_caches") and fn not in out:
-            out.append(fn)
+        try:
+            while fn is not None and depth < 4 and not hasattr(fn, "device_caches"):
+                fn, depth = getattr(fn, "fn", None), depth + 1
+            if fn is not None and hasattr(fn, "device_caches") and all(fn is not o for o in out):
+                out.append(fn)
+        except Exception:  # noqa: BLE001, S112 - a candidate's object whose attributes raise is no kernel
+            continue
     return out
 
 

@@ -186,12 +186,27 @@ def _current_stream() -> int | None:
     return int(_stream_of_caller().cuda_stream) if _CUDA[0] else None
 
 
+_MAX_DISTINCT_LAUNCHES = 256  # distinct interpreter launches compiled ahead of time
+
+
 class LaunchCounter:
     """Counts kernel launches of the candidate's own kernels (Triton on GPU or interpreter, CuTe DSL)."""
 
     def __init__(self) -> None:
         self.stats: dict[str, Any] = {"triton_launches": 0, "triton_kernels": Counter(), "cute_launches": 0,
                                       "cute_kernels": Counter(), "interpreter_launches": []}
+
+    def note_launch(self, launch: dict[str, Any]) -> None:
+        """Keep each distinct interpreter launch (kernel, where it is defined, argument kinds) for the ahead-of-
+        time compile; past the cap a new one is kept as a marker that no compile can satisfy, so launching a
+        harmless kernel many times first cannot hide a later one from the check."""
+        from kernelagent.verifier.worker.compile_facts import launch_key
+
+        seen = self.stats["interpreter_launches"]
+        key = launch_key(launch)
+        if any(launch_key(old) == key for old in seen):
+            return
+        seen.append(launch if len(seen) < _MAX_DISTINCT_LAUNCHES else {**launch, "over_cap": True})
 
     @property
     def total(self) -> int:
@@ -219,8 +234,7 @@ class LaunchCounter:
                     mark_launched(args, kwargs)
                     counter.stats["triton_launches"] += 1
                     counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
-                    if len(counter.stats["interpreter_launches"]) < 256:
-                        counter.stats["interpreter_launches"].append(describe_launch(fn_self, args, kwargs))
+                    counter.note_launch(describe_launch(fn_self, args, kwargs))
                 return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
 
             InterpretedFunction.run = run

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,3 +65,28 @@ def test_the_sweep_of_dead_verifiers_survives_a_deep_tree(tmp_path: Path, outsid
     _deep_chain(dead, outside)
     assert sweep_stale(tmp_path) == 1
     assert not dead.exists() and (outside / "keep.txt").exists()
+
+
+def test_wide_and_deep_trees_go_with_few_descriptors(tmp_path: Path):
+    """Each folder is scanned once (thousands of siblings made a rescanning walk take minutes) and one folder
+    is open at a time (a walk holding one per level ran out of descriptors under a low limit)."""
+    script = (
+        "import os, resource, sys\n"
+        "from kernelagent.verifier.sandbox.remove import remove_tree\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+        "top = sys.argv[1]\n"
+        "for i in range(3000):\n"
+        "    os.mkdir(f'{top}/wide{i}')\n"
+        "fd = os.open(top, os.O_RDONLY)\n"
+        "for i in range(600):\n"
+        "    os.mkdir('deep', dir_fd=fd)\n"
+        "    sub = os.open('deep', os.O_RDONLY, dir_fd=fd)\n"
+        "    os.close(fd)\n"
+        "    fd = sub\n"
+        "os.close(fd)\n"
+        "print(remove_tree(top), os.path.exists(top))\n")
+    top = tmp_path / "tree"
+    top.mkdir()
+    out = subprocess.run([sys.executable, "-c", script, str(top)], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.split() == ["True", "False"], out.stderr

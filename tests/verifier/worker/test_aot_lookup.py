@@ -1,0 +1,93 @@
+"""The ahead-of-time compile finds the kernel the interpreter launched, and only that one: by qualified name
+and line, at module level or in a module-level class, and not a factory's kernel of the same name."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+from kernelagent.verifier.worker.aot import find_kernel  # noqa: E402
+from kernelagent.verifier.worker.compile_facts import aot_requests, describe_arg  # noqa: E402
+
+SOURCE = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def kern(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+
+    def _body(x_ptr, n, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+
+    called = triton.jit(_body)
+
+
+    class Kernels:
+        @staticmethod
+        @triton.jit
+        def inside(x_ptr, n, BLOCK: tl.constexpr):
+            tl.store(x_ptr + tl.arange(0, BLOCK), 2.0)
+
+
+    def make():
+        @triton.jit
+        def kern(x_ptr, n, BLOCK: tl.constexpr):
+            tl.store(x_ptr + tl.arange(0, BLOCK), 3.0)
+        return kern
+
+
+    made = make()
+''')
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory):
+    path = Path(tmp_path_factory.mktemp("aot")) / "cand_mod.py"
+    path.write_text(SOURCE)
+    spec = importlib.util.spec_from_file_location("cand_mod", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cand_mod"] = mod
+    spec.loader.exec_module(mod)
+    yield mod
+    sys.modules.pop("cand_mod", None)
+
+
+def _launch(fn) -> dict:
+    raw = getattr(fn, "fn", fn)
+    return {"kernel": raw.__name__, "qualname": raw.__qualname__, "line": raw.__code__.co_firstlineno}
+
+
+def test_module_level_call_form_and_class_kernels_are_found(module):
+    assert find_kernel(module, _launch(module.kern)) is module.kern
+    assert find_kernel(module, _launch(module.called)) is module.called
+    assert find_kernel(module, _launch(module.Kernels.inside)) is module.Kernels.inside
+
+
+def test_a_factory_kernel_is_not_taken_for_the_module_kernel_of_the_same_name(module):
+    launch = _launch(module.made)
+    assert launch["kernel"] == "kern" and "<locals>" in launch["qualname"]
+    assert find_kernel(module, launch) is None
+    shadow = {**_launch(module.kern), "line": launch["line"]}  # the right name, another definition
+    assert find_kernel(module, shadow) is None
+
+
+def test_two_kernels_of_one_name_are_two_compiles(module):
+    args = {"x_ptr": {"kind": "ptr", "dtype": "fp32", "attr": ""}, "BLOCK": {"kind": "const", "value": 16}}
+    reqs = [{**_launch(k), "args": args, "options": {}} for k in (module.kern, module.made, module.kern)]
+    assert len(aot_requests(reqs)) == 2
+
+
+def test_numpy_integers_launch_as_integers():
+    np = pytest.importorskip("numpy")
+    assert describe_arg(np.int64(7))["kind"] in ("int", "const")
+    assert describe_arg(np.int64(7))["value"] == 7
