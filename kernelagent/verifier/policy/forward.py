@@ -34,6 +34,10 @@ _CONTAINER_METHODS = frozenset({
 _EINOPS_COMPUTE = frozenset({"reduce", "einsum"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _HOST_READS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
+# read as a value (not called at once), these hand over a way to read memory on the host, whatever they are
+# read from; `item`, `tolist` and `numpy` only when read from a tensor (other objects have such names too)
+_VALUE_HOST_READS = (TENSOR_HOST_BYTES_METHODS - {"__cuda_array_interface__"}) | {"__float__", "__int__",
+                                                                                  "__index__"}
 _LITERALS = (ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.ListComp, ast.DictComp)
 
 
@@ -164,8 +168,9 @@ class ForwardChecker:
         if isinstance(node, ast.Attribute) and node.attr in TENSOR_COMPUTE_METHODS:
             if self.tensors.is_tensor(node.value, scope):
                 self._flag(node, f"`{short(node)}` is a tensor method that computes in PyTorch")
-        if isinstance(node, ast.Attribute) and node.attr in _HOST_READS | TENSOR_HOST_BYTES_METHODS and not (
-                isinstance(node.value, _LITERALS)):
+        host_read = isinstance(node, ast.Attribute) and (node.attr in _VALUE_HOST_READS or (
+            node.attr in _HOST_READS and self.tensors.is_tensor(node.value, scope)))
+        if host_read and not isinstance(node.value, _LITERALS):
             self._flag(node, f"`{short(node)}` takes a method that reads values on the host as a value in the forward "
                              "path, where calling it later is host compute")
         return bool(refs)
@@ -314,7 +319,7 @@ class ForwardChecker:
                     self._flag(node, f"`{short(node.func)}(...)` calls NumPy inside a Triton kernel, which only the "
                                      "CPU interpreter can run")
                 elif triton_body and val.kind == "func" and val.node in self.info.funcs and not (
-                        self.info.funcs[val.node].dsl):
+                        self.info.funcs[val.node].dsl) and not _on_constexprs(node, func.node):
                     self._flag(node, f"`{short(node.func)}(...)` calls a plain Python function inside a Triton "
                                      "kernel: only @triton.jit functions compile for the GPU (the CPU interpreter "
                                      "would run it as Python)")
@@ -324,6 +329,22 @@ class ForwardChecker:
         Python at trace time by design."""
         return any(v.kind == "ref" and v.name.split(".")[0] == "triton"
                    for _, vals in self.graph.decorator_vals(func) for v in vals)
+
+
+def _on_constexprs(call: ast.Call, kernel: ast.AST) -> bool:
+    """A helper called with compile-time values only (the kernel's `tl.constexpr` parameters, literals and
+    arithmetic on them): Triton runs it while compiling, on the GPU as on CPU."""
+    args = getattr(kernel, "args", None)
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs] if args is not None else []
+    constexprs = {p.arg for p in params if p.annotation is not None and "constexpr" in ast.unparse(p.annotation)}
+    allowed = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load, ast.keyword)
+    for arg in [*call.args, *call.keywords]:
+        for n in ast.walk(arg):
+            if isinstance(n, ast.Name) and n.id in constexprs:
+                continue
+            if not isinstance(n, allowed):
+                return False
+    return True
 
 
 def _also(node: ast.AST, qual: str) -> str:
