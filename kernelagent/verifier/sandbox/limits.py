@@ -179,12 +179,13 @@ class MemoryMeter:
         self._next_scan = 0.0
         self.peak_rss_mb = self.peak_files_mb = 0.0
 
-    def sample(self, root: int) -> tuple[float, float]:
-        """(RSS MiB, files MiB) now; raises TooManyFiles, and DiskFull past DISK_LIMIT_MB on disk."""
+    def sample(self, root: int, force: bool = False) -> tuple[float, float]:
+        """(RSS MiB, files MiB) now (`force`: scan the files even if the last scan was recent); raises
+        TooManyFiles, and DiskFull past DISK_LIMIT_MB on disk."""
         pids = worker_pids(root)
         rss = sum(rss_kib(p) for p in pids) / 1024
         now = time.monotonic()
-        if now >= self._next_scan:
+        if force or now >= self._next_scan:
             self.files_bytes = (dir_bytes(self.dirs) if self.dirs else 0) + held_by_descriptors(pids)
             self.disk_bytes = dir_bytes(self.disk_dirs) if self.disk_dirs else 0
             self._next_scan = now + 10 * (time.monotonic() - now)

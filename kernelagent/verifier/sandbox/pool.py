@@ -161,6 +161,7 @@ class Worker:
         finally:
             stop.set()
         kill_group(self.proc)  # the candidate may have left children behind
+        watchdog.join(60)  # its last scan, of what the worker left
         if oom.is_set() or _killed_by_the_kernel(self.proc.returncode, status, kills_before):
             status = "oom"
         result_file = out_dir / "result.json"
@@ -175,7 +176,6 @@ class Worker:
                 status = _genuine(result, nonce, self.proc.returncode if self.request_file is None else 0)
         elif status == "ok":
             status = "crashed"
-        watchdog.join(5)
         return WorkerResult(status=status, result=result, returncode=self.proc.returncode,
                             seconds=time.monotonic() - t0, stderr_tail=self._tail(self._stderr),
                             stdout_tail=self._tail(self._stdout), workdir=str(self.workdir),
@@ -203,9 +203,12 @@ class Worker:
         """Stop the worker when its processes' memory plus its files in RAM-backed scratch pass the limit,
         or when it keeps more files than a scan should walk; `note` records peaks and the reason."""
         meter = limits.MemoryMeter([self.workdir, self.out_dir])
-        while not stop.wait(0.2):
+        while True:
+            # once the worker is gone, one last full scan: on a busy machine scans are spaced out, and what a
+            # worker filled between the last one and its end must not pass unseen
+            last = stop.wait(0.2)
             try:
-                rss, files = meter.sample(self.proc.pid)
+                rss, files = meter.sample(self.proc.pid, force=last)
                 reason = f"{rss:.0f} MiB resident + {files:.0f} MiB of files > {limit_mb} MiB" \
                     if rss + files > limit_mb else ""
             except (limits.TooManyFiles, limits.DiskFull, limits.Unmeasurable) as e:
@@ -215,6 +218,8 @@ class Worker:
                 note["stopped"] = reason
                 oom.set()
                 kill_group(self.proc)
+                return
+            if last:
                 return
 
     def _tail(self, stream: limits.OutputTail) -> str:
