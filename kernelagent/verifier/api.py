@@ -245,7 +245,7 @@ class Verifier:
         if aot_worker is not None:
             aot = self._aot(aot_worker, cspec, res, pspec, pack)
         t_judge = time.perf_counter()
-        report = decide(base, stages, res, aot, pack, cspec.backend, cand_path, self.options)
+        report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
         report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
         report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
         report.metrics["cost_notes"] = _cost_notes(res)

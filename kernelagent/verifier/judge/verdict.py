@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelagent.problem import CandidateSpec
 from kernelagent.verifier import report as R
 from kernelagent.verifier.judge.checks import Judge, Judgement
 from kernelagent.verifier.judge.feedback import build_feedback
@@ -98,8 +99,9 @@ _WORKER_OWN = ("confinement", "sandbox_network", "import_seconds", "mode")
 
 
 def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, Any] | None, pack: Pack,
-           backend: str, cand_path: Path, options: VerifyOptions) -> Report:
-    """Assemble the report of a candidate run: the one place a candidate's verdict is made."""
+           cspec: CandidateSpec, cand_path: Path, options: VerifyOptions) -> Report:
+    """Assemble the report of a candidate run: the one place a candidate's verdict is made (`cand_path`: the
+    worker's copy of the source, as tracebacks name it)."""
     device = pack.meta["device"]
     # the pack's facts describe the reference worker; the walls are the candidate worker's own
     shared = {k: v for k, v in pack.environment.items() if k not in _WORKER_OWN}
@@ -137,7 +139,7 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
                      detail=f"{failure['message']}\nkernels must not touch files, the network, other processes, "
                             "threads or the interpreter", notes=notes, kernels=kernels)
     if failure:
-        cpu_cute = device == "cpu" and backend == "cute" and failure.get("category") == "no_gpu"
+        cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
             category = failure["category"] if failure["category"] in R.CATEGORIES else "runtime_error"
             return _done(base, stages, category, failure["message"],
@@ -146,7 +148,7 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
         return _cute_compile_only(base, stages, facts, notes, kernels)
     ceilings = load_ceilings(base.environment.get("gpu"))
     floor = physics_floor_ms(pack.meta.get("work") or {}, ceilings) if device == "cuda" else None
-    uses_dot = "dot" in _source(cand_path)  # tl.dot, cute's gemm: the precision hint names tl.dot only then
+    uses_dot = "dot" in cspec.source  # tl.dot, cute's gemm: the precision hint names tl.dot only then
     judge = Judge(pack.refs, pack.meta, facts, Path(res.out_dir), physics_floor_ms=floor, uses_dot=uses_dot)
     judgement = judge.run()
     _judged_stages(stages, judgement)
@@ -233,13 +235,6 @@ def _speed_metrics(base: Report, pack: Pack, facts: CandidateFacts, ceilings: di
     fl = floor_ms(work, ceilings)
     base.metrics.update(roofline_bound=fl["bound"], roofline_floor_ms=fl["floor_ms"],
                         roofline_pct=percent_of_limit(cand["median_ms"], fl), ceilings_source=fl["ceilings_source"])
-
-
-def _source(path: Path) -> str:
-    try:
-        return untrusted.read_text(path, 4 << 20)  # the worker's copy, in a folder the candidate could write
-    except (OSError, ValueError):
-        return ""
 
 
 def _trim_traceback(detail: str, cand_path: str) -> str:

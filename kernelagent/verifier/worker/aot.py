@@ -136,15 +136,7 @@ def _reachable_kernels(module: Any) -> list[Any]:
     for value in list(values):
         if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
             values += [getattr(v, "__func__", v) for v in vars(value).values()]
-    return _jit_objects(_Holder(values))
-
-
-class _Holder:
-    """Values seen as a module's namespace (for _jit_objects, which unwraps autotune/heuristics)."""
-
-    def __init__(self, values: list[Any]):
-        for i, value in enumerate(values):
-            setattr(self, f"v{i}", value)
+    return _jit_objects(values)
 
 
 def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:

@@ -80,10 +80,10 @@ def aot_requests(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _jit_objects(module: Any) -> list[Any]:
-    """JITFunctions defined by the candidate module (unwrapping autotune/heuristics wrappers)."""
+def _jit_objects(values: Any) -> list[Any]:
+    """The JITFunctions among `values` (a module's, say), unwrapping autotune/heuristics wrappers."""
     out = []
-    for value in list(vars(module).values()):
+    for value in list(values):
         fn, depth = value, 0
         try:
             while fn is not None and depth < 4 and not hasattr(fn, "device_caches"):
@@ -98,7 +98,7 @@ def _jit_objects(module: Any) -> list[Any]:
 def triton_cache_facts(module: Any) -> list[dict[str, Any]]:
     """Registers/spills/shared memory of every kernel Triton compiled for the candidate (GPU)."""
     facts = []
-    for fn in _jit_objects(module):
+    for fn in _jit_objects(vars(module).values()):
         for caches in getattr(fn, "device_caches", {}).values():
             kernel_cache = caches[0] if isinstance(caches, tuple) else {}
             for kernel in list(kernel_cache.values()):

@@ -86,23 +86,31 @@ def test_exit_status_and_fatal_signal_reach_the_parent():
     assert crash.returncode == -signal.SIGSEGV
 
 
-def test_killing_the_launcher_kills_the_command():
-    marker = f"ka-pdeath-{uuid.uuid4().hex}"
-    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, "-c", "import time; time.sleep(120)", marker])
+def _left_after_killing_the_launcher(cmd: list[str], marker: str, settle: float = 0.0) -> list[int]:
+    """Start `cmd` (its command line holding `marker`) under the launcher, kill the launcher alone (not its
+    group, as the parent does on a timeout) and return what still runs with the marker (killed afterwards)."""
+    proc = subprocess.Popen([*LAUNCH, "--", *cmd])
     try:
         deadline = time.monotonic() + 20
         while not _alive_with(marker) and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(settle)
         assert _alive_with(marker), "the command did not start"
-        os.kill(proc.pid, signal.SIGKILL)  # the launcher alone, not its group
+        os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 30
         while _alive_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _alive_with(marker) == []
+        return _alive_with(marker)
     finally:
         for pid in _alive_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_killing_the_launcher_kills_the_command():
+    marker = f"ka-pdeath-{uuid.uuid4().hex}"
+    assert _left_after_killing_the_launcher([sys.executable, "-c", "import time; time.sleep(120)", marker],
+                                            marker) == []
 
 
 def test_loopback_is_up_only_when_asked():
@@ -171,22 +179,8 @@ def test_a_command_that_undoes_its_death_signal_and_leaves_the_group_still_dies_
               "ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
               "os.setsid()\n"
               "time.sleep(120)\n")
-    proc = subprocess.Popen([*LAUNCH, "--", sys.executable, "-I", "-S", "-c", script, marker])
-    try:
-        deadline = time.monotonic() + 20
-        while not _alive_with(marker) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.5)  # let it clear its death signal and leave the group
-        assert _alive_with(marker), "the command did not start"
-        os.kill(proc.pid, signal.SIGKILL)  # the launcher alone, as the parent does on a timeout
-        proc.wait(10)
-        deadline = time.monotonic() + 30
-        while _alive_with(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _alive_with(marker) == []
-    finally:
-        for pid in _alive_with(marker):
-            os.kill(pid, signal.SIGKILL)
+    cmd = [sys.executable, "-I", "-S", "-c", script, marker]
+    assert _left_after_killing_the_launcher(cmd, marker, settle=0.5) == []  # settle: it clears and leaves first
 
 
 def test_sysv_shared_memory_is_private_to_the_sandbox():
