@@ -1,9 +1,17 @@
 """A long-lived verification session (the MCP server's): one warm worker pool for its lifetime, one
-Verifier per set of options on that pool, timed GPU runs serialised, and cancellable jobs.
+Verifier per set of options on that pool, GPU work gated, and cancellable jobs.
 
-Timed runs on one GPU disturb each other, so a worker run that times (the reference's baselines, a
-candidate's timing) holds the session's GPU gate: a thread lock, plus a lock file that other kernelagent
-processes on this machine take too. Correctness-only runs go in parallel.
+Timed runs on one GPU disturb each other, and so does any other work on it. The session's GPU gate is a
+readers-writer lock on a lock file that other kernelagent sessions on this machine take too: a timed
+run holds it alone (exclusive), checks share it. A candidate's worker checks under the shared lock,
+then asks for its timing turn; the parent trades the shared lock for the exclusive one and tells the
+worker to go on (protocol.TIMING_WANTED_FILE / TIMING_TURN_FILE). So several candidates are checked at
+once while their timings run one after another, each with the GPU to itself. A reference run that
+times the baselines holds the exclusive lock throughout. Runs that time nothing take no lock.
+
+What a candidate can do to this: ask for its turn early (it then checks alone, slower for it), or leave
+work running on the GPU while another worker is timed (that worker's time is disturbed; its own is
+measured alone). Neither makes its own figure better.
 
 A job is one tool call running in a thread; cancelling it kills the worker processes it was handed
 (the verification then ends at once) and refuses it new ones.
@@ -12,6 +20,7 @@ A job is one tool call running in a thread; cancelling it kills the worker proce
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import tempfile
@@ -22,6 +31,7 @@ from typing import Any, TypeVar
 
 from kernelagent.verifier.api import Verifier, resolve_device
 from kernelagent.verifier.options import VerifyOptions
+from kernelagent.verifier.protocol import CandidateRequest, Role
 from kernelagent.verifier.refcache import home
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool
 from kernelagent.verifier.sandbox.remove import remove_tree
@@ -75,34 +85,80 @@ def current_job() -> Job | None:
 
 
 class GpuGate:
-    """Serialises timed GPU runs: one at a time in this process (a lock) and on this machine (a lock file)."""
+    """A readers-writer lock on the GPU, across threads and processes: `held()` alone (timing), `held(shared=
+    True)` beside other holders of the shared lock (checks). Every holder opens the lock file anew, so
+    threads of one process exclude each other like processes do (flock works per open file)."""
 
     def __init__(self, path: Path | None = None):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
         self.path = path or home() / "locks" / f"gpu-{visible}.lock"
-        self._lock = threading.Lock()
 
     @staticmethod
     def needed(mode: str, request: Any) -> bool:
-        """A timed GPU run, unless the worker takes the lock itself around its timing (`gpu_lock`)."""
+        """A timed GPU run."""
         get = request.get if isinstance(request, dict) else lambda k, d=None: getattr(request, k, d)
-        return mode == "cuda" and str(get("role")) in _TIMED_ROLES and bool(get("timing")) and not get("gpu_lock")
+        return mode == "cuda" and str(get("role")) in _TIMED_ROLES and bool(get("timing"))
+
+    def take(self, shared: bool = False) -> int:
+        """An open descriptor holding the lock (blocks until it is had); give it back with `give`."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def give(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self, shared: bool = False) -> Iterator[None]:
+        fd = self.take(shared)
+        try:
+            yield
+        finally:
+            self.give(fd)
+
+
+class TimingTurn:
+    """One candidate run's hold on the gate: shared while it is checked, exclusive from its timing turn on,
+    nothing once the run is over (also when the turn is granted late, after the worker died)."""
+
+    def __init__(self, gate: GpuGate):
+        self.gate = gate
+        self._lock = threading.Lock()
+        self._fd: int | None = gate.take(shared=True)
+        self._over = False
+
+    def exclusive(self) -> None:
+        """Trade the shared lock for the exclusive one (called from the pool's watcher thread)."""
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
+            if self._over:
+                return
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            self.gate.give(fd)
+        fd = self.gate.take()
+        with self._lock:
+            if not self._over:
+                self._fd, fd = fd, None
+        if fd is not None:
+            self.gate.give(fd)
+
+    def end(self) -> None:
+        with self._lock:
+            self._over = True
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            self.gate.give(fd)
 
 
 class GatedWorker:
-    """A pool worker whose timed GPU runs hold the gate; everything else is the worker's own."""
+    """A pool worker whose GPU runs hold the gate as the module says; everything else is the worker's own."""
 
     def __init__(self, worker: Worker, gate: GpuGate):
         self._worker, self._gate = worker, gate
@@ -113,8 +169,20 @@ class GatedWorker:
     def run(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if not self._gate.needed(self._worker.mode, request):
             return self._worker.run(request, *args, **kwargs)
-        with self._gate.held():
-            return self._worker.run(request, *args, **kwargs)
+        if not _checks_first(request):
+            with self._gate.held():
+                return self._worker.run(request, *args, **kwargs)
+        turn = TimingTurn(self._gate)
+        try:
+            return self._worker.run(dataclasses.replace(request, timing_turn=True), *args,
+                                    on_timing=turn.exclusive, **kwargs)
+        finally:
+            turn.end()
+
+
+def _checks_first(request: Any) -> bool:
+    """A candidate run, which checks before it times: it can share the GPU until its timing turn."""
+    return isinstance(request, CandidateRequest) and request.role is Role.CANDIDATE
 
 
 class SessionPool(WorkerPool):
@@ -123,6 +191,14 @@ class SessionPool(WorkerPool):
     def __init__(self, size: int, gate: GpuGate):
         super().__init__(size=size)
         self.gate = gate
+
+    def run_quiet(self) -> Any:
+        """Nothing: the gated workers hold the gate themselves (checks shared, timing alone)."""
+        return contextlib.nullcontext()
+
+    def gpu_quiet(self) -> Any:
+        """A GPU worker starting (its CUDA context, its warm-up) is GPU work like a check: the shared lock."""
+        return self.gate.held(shared=True)
 
     def acquire(self, mode: str) -> Worker:
         job = current_job()

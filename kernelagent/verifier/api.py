@@ -15,6 +15,7 @@ import secrets
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -245,11 +246,16 @@ class Verifier:
         if aot_worker is not None:
             aot = self._aot(aot_worker, cspec, res, pspec, pack)
         t_judge = time.perf_counter()
-        report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
-        report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
-        report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
-        report.metrics["cost_notes"] = _cost_notes(res)
-        worker.discard(self.options.keep_workdir)
+        try:
+            report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
+            report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
+            report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
+            report.metrics["cost_notes"] = _cost_notes(res)
+        except Exception as e:  # noqa: BLE001 - the judge failing on what the worker left rejects, never accepts
+            return self._reject(base, stages, "internal_error", f"no verdict could be made from what the candidate's "
+                                f"worker left: {type(e).__name__}: {str(e)[:200]}", t0, traceback.format_exc()[-1500:])
+        finally:
+            worker.discard(self.options.keep_workdir)
         self.pool.refill(self.device)  # the GPU is quiet now: warm the next workers
         if report.accepted and self.device == "cuda" and (self.options.profile or self.options.sanitize):
             from kernelagent.verifier.judge.verdict import with_tool_stages
@@ -324,9 +330,9 @@ class Verifier:
         return res.result["match"]["results"]
 
     def _quiet(self) -> Any:
-        """While a worker may time on the GPU, no other GPU worker of this pool starts (pool.gpu_quiet)."""
+        """While a worker may time on the GPU, no other GPU worker of this pool starts (pool.run_quiet)."""
         timed = self.device == "cuda" and self.options.timing
-        return self.pool.gpu_quiet() if timed else contextlib.nullcontext()
+        return self.pool.run_quiet() if timed else contextlib.nullcontext()
 
     def _deliver(self, worker: Worker, pspec: ProblemSpec, pack: Pack, timing: bool = True) -> None:
         """Once the candidate's model exists: its trial inputs, the problem (for fresh draws) and the
@@ -400,7 +406,8 @@ def _reference_report(spec: ProblemSpec, res: WorkerResult, linked: str = "") ->
 def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResult) -> dict[str, float]:
     """Where a verification's own time went: before the candidate worker ran (inspection, policy,
     reference pack), waiting for the worker (its imports if it was not ready yet, then its work), the
-    work itself, the AOT worker, and the judge (loading the saved tensors and comparing)."""
+    work itself (of which `worker_timing_wait`: waiting for the GPU to be its alone), the AOT worker,
+    and the judge (loading the saved tensors and comparing)."""
     served = float(res.result.get("seconds") or 0.0)
     io = ((res.result.get("facts") or {}).get("io")) or {}
     now = time.perf_counter()
@@ -409,6 +416,7 @@ def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResu
             "worker_import": float((res.result.get("environment") or {}).get("import_seconds") or 0.0),
             "worker_pack_load": float(io.get("load_seconds") or 0.0),
             "worker_saving": float(io.get("save_seconds") or 0.0),
+            "worker_timing_wait": float(io.get("timing_wait_seconds") or 0.0),
             "aot": round(t_judge - t_aot, 3), "judge": round(now - t_judge, 3)}
 
 

@@ -56,12 +56,13 @@ def compute_ops(ops: dict[str, int], engine_adds: int = 0) -> dict[str, int]:
     return out
 
 
-def host_compute(d2h_bytes: int, scalar_reads: int, input_bytes: int) -> str:
-    """Why a call's device-to-host traffic means the answer was computed on the host ('' when it does not)."""
-    big = d2h_bytes > max(D2H_MIN_BYTES, D2H_MIN_SHARE * input_bytes)
-    most = input_bytes and d2h_bytes >= D2H_MOST_SHARE * input_bytes  # small inputs, copied whole
+def host_compute(host_bytes: int, scalar_reads: int, input_bytes: int) -> str:
+    """Why a call's host traffic means the answer was computed on the host ('' when it does not): bytes copied
+    from the GPU to the host, or read into Python or NumPy on any device, and single-element reads."""
+    big = host_bytes > max(D2H_MIN_BYTES, D2H_MIN_SHARE * input_bytes)
+    most = input_bytes and host_bytes >= D2H_MOST_SHARE * input_bytes  # small inputs, copied whole
     if big or most:
-        return f"{d2h_bytes:,} bytes copied from the GPU to the host inside forward"
+        return f"{host_bytes:,} bytes of tensor data copied to the host or read there (NumPy, .tolist()) inside forward"
     if scalar_reads > SCALAR_READS_MAX:
         return f"{scalar_reads} single-element reads (.item(), .tolist()) inside forward"
     return ""

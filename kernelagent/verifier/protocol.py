@@ -35,6 +35,8 @@ DELIVERY_FILE = "delivery.json"  # the Delivery (after the constructor)
 CONSTRUCTED_FILE = "constructed"  # written by the worker in its `-out` folder once ModelNew exists
 IMPORTED_FILE = "imported"  # a pooled GPU worker's folder: imports done, waiting for its turn on the GPU
 GPU_TURN_FILE = "gpu-turn"  # put there by the parent while no timing runs: make the CUDA context now
+TIMING_WANTED_FILE = "timing-wanted"  # written by a candidate worker in `-out`: checked, ready to be timed
+TIMING_TURN_FILE = "timing-turn"      # put in `-in` by the parent once the GPU is this worker's alone
 
 
 def inputs_file(trial_id: int) -> str:
@@ -103,6 +105,7 @@ class CandidateRequest:
     out_dir: str
     backend: str = "unknown"
     timing: bool = False
+    timing_turn: bool = False  # wait for the parent's TIMING_TURN_FILE before timing (checks share the GPU)
     main_set: bool = True     # SINGLE: the main input set (else the first trial)
     deny_read: list[str] = field(default_factory=list)  # the audit hook's tripwire (the walls are the OS's)
     role: Role = Role.CANDIDATE
@@ -178,11 +181,13 @@ class Transfers:
     d2h_bytes: int = 0
     scalar_reads: int = 0   # `.item()`-style reads of single elements
     foreign_streams: int = 0  # ops and kernel launches on a CUDA stream other than the caller's
+    host_read_bytes: int = 0  # tensor data read into Python or NumPy (numpy, __array__, tolist, DLPack), any device
 
     def add(self, other: Transfers) -> None:
         self.d2h_bytes += other.d2h_bytes
         self.scalar_reads += other.scalar_reads
         self.foreign_streams += other.foreign_streams
+        self.host_read_bytes += other.host_read_bytes
 
 
 @dataclass
@@ -223,6 +228,7 @@ class CandidateFacts:
     io: dict[str, float] = field(default_factory=lambda: {"save_seconds": 0.0, "saved": 0})
     params: dict[str, list[str]] = field(default_factory=dict)
     trials: dict[int, CallFacts] = field(default_factory=dict)
+    probe_calls: dict[str, CallFacts] = field(default_factory=dict)  # the probes' calls, on trial 0's inputs
     cache_probe: dict[str, Any] | None = None
     threads: dict[str, Any] = field(default_factory=dict)
     patched: list[str] = field(default_factory=list)
@@ -242,6 +248,7 @@ class CandidateFacts:
     def from_dict(data: dict[str, Any]) -> CandidateFacts:
         data = dict(data)
         data["trials"] = {int(k): _call_facts(v) for k, v in (data.get("trials") or {}).items()}
+        data["probe_calls"] = {str(k): _call_facts(v) for k, v in (data.get("probe_calls") or {}).items()}
         t = data.get("timing")
         if t is not None:
             t = dict(t)

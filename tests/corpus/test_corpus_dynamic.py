@@ -39,13 +39,7 @@ SECRET = "sk-test-secret-123"
 
 # Known gaps of the verifier: (test, candidate) -> what goes wrong. Each is a strict xfail, so the
 # test starts failing (XPASS) the day the verifier is fixed and the entry must be removed.
-_NUMPY = (
-    "NumPy (like pure Python or ctypes) computes below the aten dispatcher, so OpRecorder sees only the "
-    "allowed copies and allocations; a copy kernel satisfies the launch count; accepted")
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("rejected", "fallback_numpy"): _NUMPY,
-    ("category", "fallback_numpy"): _NUMPY,
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 # Cases the OS walls stop before the Python tripwire they were written against fires: when confinement

@@ -1,5 +1,5 @@
-"""The MCP session's plumbing without workers: the GPU gate (threads and processes), cancellable jobs,
-and the gated worker proxy."""
+"""The MCP session's plumbing without workers: the GPU gate (a readers-writer lock across threads and
+processes), a candidate's timing turn, cancellable jobs, and the gated worker proxy."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kernelagent.tools.session import Cancelled, GatedWorker, GpuGate, Job, SessionPool, current_job
+from kernelagent.tools.session import Cancelled, GatedWorker, GpuGate, Job, SessionPool, TimingTurn, current_job
+from kernelagent.verifier.protocol import CandidateRequest
 
 
 @dataclass
 class Req:
     role: str
     timing: bool = True
-    gpu_lock: str | None = None
 
 
 @pytest.mark.parametrize(("mode", "request_", "gated"), [
@@ -28,7 +28,6 @@ class Req:
     ("cuda", Req("aot"), False),
     ("cuda", Req("match"), False),
     ("cpu", Req("candidate"), False),
-    ("cuda", Req("candidate", gpu_lock="/x.lock"), False),
 ])
 def test_only_timed_gpu_runs_take_the_gate(mode, request_, gated):
     assert GpuGate.needed(mode, request_) is gated
@@ -87,22 +86,127 @@ def test_gate_waits_for_another_process(tmp_path):
     child.join(30)
 
 
+class LoggedGate(GpuGate):
+    """A gate that logs who holds it: ("EX"|"SH", +1 taken / -1 given)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.log: list[tuple[str, int]] = []
+        self.kinds: dict[int, str] = {}
+        self._guard = threading.Lock()
+
+    def take(self, shared=False):
+        fd = super().take(shared)
+        with self._guard:
+            self.kinds[fd] = "SH" if shared else "EX"
+            self.log.append((self.kinds[fd], +1))
+        return fd
+
+    def give(self, fd):
+        with self._guard:
+            self.log.append((self.kinds.pop(fd), -1))
+        super().give(fd)
+
+    def holding(self) -> dict[str, int]:
+        with self._guard:
+            return {k: sum(d for kind, d in self.log if kind == k) for k in ("SH", "EX")}
+
+
+def test_shared_holders_coexist_and_exclusive_waits_for_them(tmp_path):
+    gate = GpuGate(tmp_path / "gpu.lock")
+    a, b = gate.take(shared=True), gate.take(shared=True)   # two checks at once
+    got = threading.Event()
+
+    def time_it() -> None:
+        with gate.held():
+            got.set()
+
+    t = threading.Thread(target=time_it)
+    t.start()
+    assert not got.wait(0.3)
+    gate.give(a)
+    assert not got.wait(0.3)    # one check still runs
+    gate.give(b)
+    assert got.wait(30)
+    t.join()
+
+
+def test_shared_waits_while_someone_is_timed(tmp_path):
+    gate = GpuGate(tmp_path / "gpu.lock")
+    ex = gate.take()
+    got = threading.Event()
+    t = threading.Thread(target=lambda: (gate.give(gate.take(shared=True)), got.set()))
+    t.start()
+    assert not got.wait(0.3)
+    gate.give(ex)
+    assert got.wait(30)
+    t.join()
+
+
+def test_timing_turn_trades_shared_for_exclusive_and_ends_clean(tmp_path):
+    gate = LoggedGate(tmp_path / "gpu.lock")
+    turn = TimingTurn(gate)
+    assert gate.holding() == {"SH": 1, "EX": 0}
+    turn.exclusive()
+    assert gate.holding() == {"SH": 0, "EX": 1}
+    turn.end()
+    turn.end()
+    assert gate.holding() == {"SH": 0, "EX": 0}
+    turn.exclusive()            # asked after the run was over (the worker died): nothing is taken
+    assert gate.holding() == {"SH": 0, "EX": 0}
+
+
+def test_timing_turn_granted_after_the_run_ended_is_given_back(tmp_path):
+    gate = LoggedGate(tmp_path / "gpu.lock")
+    other = gate.take(shared=True)          # another candidate's check keeps the exclusive lock away
+    turn = TimingTurn(gate)
+    asked = threading.Thread(target=turn.exclusive)
+    asked.start()
+    assert not _joined(asked, 0.3)
+    turn.end()                              # the worker ended while its turn was still waited for
+    gate.give(other)
+    assert _joined(asked, 30)
+    assert gate.holding() == {"SH": 0, "EX": 0}
+
+
+def _joined(t: threading.Thread, seconds: float) -> bool:
+    t.join(seconds)
+    return not t.is_alive()
+
+
 class FakeWorker:
-    def __init__(self, mode: str, gate: GpuGate | None = None):
+    def __init__(self, mode: str, gate: LoggedGate | None = None):
         self.mode, self.gate, self.workdir = mode, gate, "/nowhere"
         self.proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        self.calls: list[tuple] = []
 
-    def run(self, request, timeout, memory_limit_mb=None):
-        return {"gated": self.gate._lock.locked() if self.gate else None, "timeout": timeout}
+    def run(self, request, timeout, memory_limit_mb=None, on_constructed=None, on_timing=None):
+        held = [self.gate.holding() if self.gate else None]
+        if on_timing is not None:
+            on_timing()
+            held.append(self.gate.holding())
+        self.calls.append((request, on_timing is not None))
+        return {"held": held, "timeout": timeout}
 
 
-def test_gated_worker_runs_timed_requests_under_the_gate(tmp_path):
-    gate = GpuGate(tmp_path / "gpu.lock")
+def _candidate(timing: bool = True) -> CandidateRequest:
+    return CandidateRequest(candidate="c.py", device="cuda", in_dir="/in", out_dir="/out", timing=timing)
+
+
+def test_gated_worker_checks_shared_then_times_alone(tmp_path):
+    gate = LoggedGate(tmp_path / "gpu.lock")
     fake = FakeWorker("cuda", gate)
     proxy = GatedWorker(fake, gate)
     assert proxy.workdir == "/nowhere" and proxy.mode == "cuda"
-    assert proxy.run(Req("candidate"), 5) == {"gated": True, "timeout": 5}
-    assert proxy.run(Req("candidate", timing=False), 5)["gated"] is False
+    out = proxy.run(_candidate(), 5)
+    assert out["held"] == [{"SH": 1, "EX": 0}, {"SH": 0, "EX": 1}] and out["timeout"] == 5
+    request, turned = fake.calls[-1]
+    assert turned and request.timing_turn, "the worker is told to wait for its turn"
+    assert gate.holding() == {"SH": 0, "EX": 0}
+    # a reference run times the baselines throughout: alone from the start; untimed runs take nothing
+    assert proxy.run(Req("reference"), 5)["held"] == [{"SH": 0, "EX": 1}]
+    assert proxy.run(_candidate(timing=False), 5)["held"] == [{"SH": 0, "EX": 0}]
+    assert not fake.calls[-1][0].timing_turn
     fake.proc.kill()
     fake.proc.wait()
 
@@ -127,3 +231,15 @@ def test_job_is_current_only_inside_run():
     job = Job()
     assert job.run(current_job) is job
     assert current_job() is None
+
+
+def test_session_pool_runs_are_gated_by_the_workers_and_starts_share_the_gate(tmp_path):
+    gate = LoggedGate(tmp_path / "gpu.lock")
+    pool = SessionPool(0, gate)
+    with pool.run_quiet():             # the gated workers take the gate themselves: nothing held here
+        assert gate.holding() == {"SH": 0, "EX": 0}
+    with pool.gpu_quiet():             # a GPU worker starting is GPU work like a check
+        assert gate.holding() == {"SH": 1, "EX": 0}
+        with pool.gpu_quiet():         # several may start at once
+            assert gate.holding() == {"SH": 2, "EX": 0}
+    assert gate.holding() == {"SH": 0, "EX": 0}

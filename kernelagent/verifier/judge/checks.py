@@ -89,9 +89,21 @@ class Judge:
                 untrusted.plain_file(raw)
         except (OSError, ValueError):
             return None
-        return self._load(path)
+        try:
+            data = self._load(path)
+        except Exception as e:  # noqa: BLE001 - whatever a forged file makes the loader raise (RecursionError too)
+            return self._forged(name, f"it does not load ({type(e).__name__})")
+        if not _as_written(name, data):
+            return self._forged(name, f"it holds a {type(data).__name__} that is not the worker's record")
+        return data
 
-    def _load(self, path: Path) -> dict[str, Any]:
+    def _forged(self, name: str, why: str) -> None:
+        self.j.add("policy_violation", f"the saved outputs `{name}` are not what the worker wrote: {why}; only the "
+                   "candidate's own code could have written the file", "integrity",
+                   "return your outputs from forward; never write files")
+        return None
+
+    def _load(self, path: Path) -> Any:
         t = time.perf_counter()
         data = tensorio.load(path, self.load_device)
         m = self.j.metrics
@@ -114,6 +126,9 @@ class Judge:
                        "integrity", "do all work in the forward call, on the caller's thread")
         for tid, t in f.trials.items():
             self._trial_facts(int(tid), t)
+        first = self.meta["trials"][0]["id"] if self.meta.get("trials") else -1
+        for t in f.probe_calls.values():  # the probes' calls run on trial 0's inputs, and are held to the same rules
+            self._trial_facts(first, t)
 
     def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
         """The recorded ops that computed; library ops whose Python bodies the recorder ran (and recorded
@@ -121,9 +136,9 @@ class Judge:
         return {k: v for k, v in compute_ops(ops, grad_leaves).items() if k not in set(opened)}
 
     def _host_compute(self, t: CallFacts | Any, trial: dict[str, Any]) -> str:
-        if self.device != "cuda":
-            return ""  # without a GPU nothing leaves a device
-        return host_compute(t.transfers.d2h_bytes, t.transfers.scalar_reads, int(trial.get("input_bytes") or 0))
+        """On every device: data read on the host (on a GPU, copied there first) means host compute."""
+        tr = t.transfers
+        return host_compute(tr.d2h_bytes + tr.host_read_bytes, tr.scalar_reads, int(trial.get("input_bytes") or 0))
 
     def _trial_facts(self, tid: int, t: CallFacts) -> None:
         trial = self.trials.get(tid, {})
@@ -365,12 +380,22 @@ class Judge:
         return self.j
 
 
+def _as_written(name: str, data: Any) -> bool:
+    """Whether a loaded output file has the form the worker writes (anything else was forged)."""
+    if not isinstance(data, dict):
+        return False
+    if name == "timed_prints":
+        return isinstance(data.get("calls"), list) and isinstance(data.get("prints"), torch.Tensor | None)
+    return isinstance(data.get("outputs"), list) and isinstance(data.get("grads"), dict | None)
+
+
 def _per_call(timing: Any) -> Any:
     """The timed calls' host traffic per call (the rules are per call; the record sums every call)."""
     from types import SimpleNamespace
 
     n = max(int(timing.calls or 0), 1)
-    per = Transfers(d2h_bytes=timing.transfers.d2h_bytes // n, scalar_reads=timing.transfers.scalar_reads // n)
+    per = Transfers(d2h_bytes=timing.transfers.d2h_bytes // n, scalar_reads=timing.transfers.scalar_reads // n,
+                    host_read_bytes=timing.transfers.host_read_bytes // n)
     return SimpleNamespace(transfers=per)
 
 

@@ -19,6 +19,7 @@ import _signal  # not `signal`: it imports enum, the largest part of this launch
 import ctypes
 import os
 import resource
+import select
 import struct
 import sys
 
@@ -33,6 +34,7 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 EXIT_REFUSED = 71          # strict confinement could not be had (EX_OSERR)
 TMP_SIZE = "512m"          # the private /tmp is RAM-backed and not in the watchdog's count: keep it small
 NPROC = 4096               # processes + threads of the sandbox (counted in its own user namespace)
+PARENT_POLL_S = 0.2        # how often the launcher checks that its parent lives
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -220,11 +222,13 @@ def _refuse(why: str) -> None:
     os._exit(EXIT_REFUSED)
 
 
-def _relay(pid: int, report: int) -> None:
+def _relay(pid: int, report: int, parent: int) -> None:
     """Wait for PID 1 and leave the way CMD did (as PID 1 reported it; PID 1's own fate if it could not):
-    its exit status, or its fatal signal re-raised."""
+    its exit status, or its fatal signal re-raised. If the process that started this launcher dies first
+    (killed with SIGKILL, say: it could not clean up), PID 1 is killed, and the kernel with it everything in
+    the namespace: nothing a verification started outlives its caller."""
     os.close(0)  # the request pipe belongs to the worker: its end-of-file must not wait for this process
-    _, status = os.waitpid(pid, 0)
+    status = _wait_watching_parent(pid, report, parent)
     said = os.read(report, 4)
     if len(said) == 4:
         status = struct.unpack("i", said)[0]
@@ -234,6 +238,23 @@ def _relay(pid: int, report: int) -> None:
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)
     os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _wait_watching_parent(pid: int, report: int, parent: int) -> int:
+    """PID 1's wait status; PID 1 is killed first if this launcher gets a new parent (the old one died).
+    PID 1 holds the write end of `report` until it ends, so the pipe wakes this loop at once; between
+    wake-ups the parent is looked at. (PR_SET_PDEATHSIG follows the thread that forked the launcher, and
+    pools start workers from threads that end early; a process that left its pid namespace may start no
+    thread.)"""
+    killed = False
+    while not select.select([report], [], [], PARENT_POLL_S)[0]:
+        if not killed and os.getppid() != parent:
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+            killed = True
+    return os.waitpid(pid, 0)[1]
 
 
 def _parse(argv: list[str]) -> tuple[dict, list[str]]:
@@ -290,6 +311,7 @@ def probe() -> dict:
 
 
 def main(argv: list[str]) -> None:
+    parent = os.getppid()  # first: a parent that dies from here on is seen by _watch_parent
     opts, cmd = _parse(argv)
     if opts["probe"]:
         import json
@@ -311,7 +333,7 @@ def main(argv: list[str]) -> None:
         os.close(read_end)
         _child(cmd, spaces, errors, opts, write_end)
     os.close(write_end)
-    _relay(pid, read_end)
+    _relay(pid, read_end, parent)
 
 
 if __name__ == "__main__":

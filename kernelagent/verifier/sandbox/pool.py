@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelagent.verifier.estimate import oom_kill_count
-from kernelagent.verifier.protocol import CONSTRUCTED_FILE, GPU_TURN_FILE, IMPORTED_FILE, Request, encode
+from kernelagent.verifier.protocol import (
+    CONSTRUCTED_FILE,
+    GPU_TURN_FILE,
+    IMPORTED_FILE,
+    TIMING_TURN_FILE,
+    TIMING_WANTED_FILE,
+    Request,
+    encode,
+)
 from kernelagent.verifier.sandbox import confine, limits, untrusted
 from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import (
@@ -35,6 +43,37 @@ if TYPE_CHECKING:
 
 
 RESULT_MAX_BYTES = 64 << 20  # a worker's result.json: facts and messages, never tensors
+
+
+class _Queueing:
+    """Seconds spent waiting in line (so far, the current wait included)."""
+
+    def __init__(self) -> None:
+        self._done, self._since = 0.0, None
+
+    def __enter__(self) -> None:
+        self._since = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self._done += time.monotonic() - self._since
+        self._since = None
+
+    def seconds(self) -> float:
+        since = self._since
+        return self._done + (time.monotonic() - since if since is not None else 0.0)
+
+
+def _waited(proc: subprocess.Popen, left: float) -> bool:
+    """Whether `proc` ended within min(left, 1 s); TimeoutExpired once `left` is spent."""
+    if left <= 0:
+        raise subprocess.TimeoutExpired(proc.args, 0)
+    try:
+        proc.wait(timeout=min(left, 1.0))
+    except subprocess.TimeoutExpired:
+        if left > 1.0:
+            return False
+        raise
+    return True
 
 
 @dataclass
@@ -121,9 +160,12 @@ class Worker:
         return dst
 
     def run(self, request: Request, timeout: float, memory_limit_mb: int | None = None,
-            on_constructed: Callable[[], None] | None = None) -> WorkerResult:
+            on_constructed: Callable[[], None] | None = None,
+            on_timing: Callable[[], None] | None = None) -> WorkerResult:
         """Send one request (a protocol dataclass) and wait for the worker to finish; `on_constructed` runs
-        once when a candidate worker says its model is built (it delivers the trial inputs)."""
+        once when a candidate worker says its model is built (it delivers the trial inputs); `on_timing`,
+        once it says it wants to be timed, after that (it returns when the GPU is the worker's alone, and
+        the worker is then told so)."""
         out_dir = Path(request.out_dir)
         limit = memory_limit_mb or default_memory_limit_mb()
         t0 = time.monotonic()
@@ -147,11 +189,18 @@ class Worker:
         meter = {"memory_limit_mb": limit, "basis": "set by the caller" if memory_limit_mb else limits.LIMIT_BASIS}
         watchdog = threading.Thread(target=self._watch, args=(limit, stop, oom, meter), daemon=True)
         watchdog.start()
+        delivered = threading.Event()
         if on_constructed is not None:
-            threading.Thread(target=self._await_constructed, args=(out_dir, on_constructed, stop),
-                             daemon=True).start()
+            threading.Thread(target=self._await_marker, daemon=True,
+                             args=(out_dir / CONSTRUCTED_FILE, on_constructed, stop, None, delivered)).start()
+        queue = _Queueing()  # the time spent waiting for a timing turn does not count against `timeout`
+        if on_timing is not None:
+            threading.Thread(target=self._await_marker, daemon=True,
+                             args=(out_dir / TIMING_WANTED_FILE, self._turn(on_timing, queue), stop, delivered)
+                             ).start()
         try:
-            self.proc.wait(timeout=timeout)
+            while not _waited(self.proc, timeout + queue.seconds() - (time.monotonic() - t0)):
+                pass
         except subprocess.TimeoutExpired:
             status = "timeout"
             kill_group(self.proc)
@@ -192,12 +241,25 @@ class Worker:
             return {}
         return walls if isinstance(walls, dict) else {}
 
-    def _await_constructed(self, out_dir: Path, callback: Callable[[], None], stop: threading.Event) -> None:
-        marker = out_dir / CONSTRUCTED_FILE
+    @staticmethod
+    def _await_marker(marker: Path, callback: Callable[[], None], stop: threading.Event,
+                      after: threading.Event | None = None, then: threading.Event | None = None) -> None:
+        """Run `callback` once `marker` exists (looked for only once `after` is set), then set `then`. A marker
+        the candidate writes early changes nothing: the trial inputs are checked for on arrival, and a
+        timing turn asked for before the inputs were delivered is not given before."""
         while not stop.wait(0.002):
-            if marker.exists():
+            if (after is None or after.is_set()) and marker.exists():
                 callback()
+                if then is not None:
+                    then.set()
                 return
+
+    def _turn(self, on_timing: Callable[[], None], queue: _Queueing) -> Callable[[], None]:
+        def give() -> None:
+            with queue:
+                on_timing()
+            (self.in_dir / TIMING_TURN_FILE).write_text("")
+        return give
 
     def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event, note: dict[str, Any]) -> None:
         """Stop the worker when its processes' memory plus its files in RAM-backed scratch pass the limit,
@@ -304,8 +366,14 @@ class WorkerPool:
         # CUDA context and warming its compiler while another worker times a kernel disturbs the timing
         return worker
 
-    def gpu_quiet(self) -> threading.Lock:
-        """Hold it while timing on the GPU (and while starting a GPU worker): one at a time per pool."""
+    def gpu_quiet(self) -> Any:
+        """Held while a GPU worker starts (makes its CUDA context, warms its compiler): never while a worker
+        of this pool runs timed (`run_quiet`)."""
+        return self._gpu
+
+    def run_quiet(self) -> Any:
+        """Held around a worker run that times on the GPU: one at a time per pool, and no GPU worker
+        starts meanwhile (a pool whose workers take a GPU gate themselves has nothing to hold here)."""
         return self._gpu
 
     def refill(self, mode: str) -> None:

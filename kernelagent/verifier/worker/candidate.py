@@ -106,6 +106,7 @@ class CandidateRunner:
         if self.device == "cuda":
             integrity.use_cuda()  # the recorders check that every op and launch stays on the caller's stream
         self.launches.install_triton(interpreter)
+        integrity.count_host_reads()
         if interpreter:
             interp_bounds.install()  # a kernel's pointers are host addresses there: keep them in its tensors
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
@@ -286,8 +287,10 @@ class CandidateRunner:
         first = self.meta["trials"][0]
         data = self.trials[first["id"]]
         self.load_state(data["state"])
-        self.save("repeat", self.call(data["inputs"], data.get("grad_outputs"), poison="nan"))
-        self.save("sentinel", self.call(data["inputs"], data.get("grad_outputs"), poison="sentinel"))
+        for name, poison in (("repeat", "nan"), ("sentinel", "sentinel")):
+            res = self.call(data["inputs"], data.get("grad_outputs"), poison=poison)
+            self.save(name, res)
+            self.facts.probe_calls[name] = res["facts"]
         partner = next((t for t in self.meta["trials"] if t["id"] != first["id"] and t["state"] == first["state"]
                         and t["input_desc"] == first["input_desc"]), None)
         if partner is not None:
@@ -298,16 +301,17 @@ class CandidateRunner:
         self.load_state(0)
 
     def _reuse_buffers(self, first: dict[str, Any], partner: dict[str, Any]) -> dict[str, Any]:
+        """Two calls on the same buffers, the partner trial's values copied in between: both recorded and
+        judged like any other call (an unrecorded call is one where anything goes)."""
         bufs = tensorio.clone_leaves(first["inputs"])
         try:
             with torch.no_grad(), guard.hidden_modules():
-                self.model(*bufs)
+                self.facts.probe_calls["reuse_first"], _ = self._recorded(bufs)
                 self.sync()
                 for dst, src in zip(pytree.tree_leaves(bufs), pytree.tree_leaves(partner["inputs"]), strict=True):
                     if isinstance(dst, torch.Tensor):  # through .data: the same object, pointer AND version
                         dst.data.copy_(src)            # counter, only the values change
-                with OpRecorder():
-                    leaves, _ = check_outputs(self.model(*bufs))
+                self.facts.probe_calls["reuse_second"], leaves = self._recorded(bufs)
             # the outputs as they end up: work left on another stream must not pass for a cached answer
             self.facts.cache_probe["late_writes"] = self.sync_outputs(leaves, None)
         except OutputError as e:
@@ -315,6 +319,18 @@ class CandidateRunner:
         except BaseException as e:  # noqa: BLE001 - SystemExit included
             raise _failure(e, self.req.candidate, "forward raised on reused input buffers") from e
         return {"leaves": leaves, "grads": None}
+
+    def _recorded(self, bufs: list[Any]) -> tuple[CallFacts, list[Any]]:
+        """One forward on `bufs` as they are (no clone), under a recorder: its facts and output leaves."""
+        rec = OpRecorder()
+        rec.watch_inputs(pytree.tree_leaves(bufs))
+        before = self.launches.snapshot()
+        with rec:
+            leaves, structure = check_outputs(self.model(*bufs))
+        facts = CallFacts(launches=self.launches.snapshot() - before, ops=dict(rec.ops), opened=sorted(rec.opened),
+                          transfers=rec.transfers, types=["tensor" for _ in leaves], structure=structure,
+                          devices=_devices(leaves))
+        return facts, leaves
 
     def save(self, name: str, res: dict[str, Any]) -> None:
         t = _perf()
@@ -369,6 +385,19 @@ class CandidateRunner:
         except BaseException as e:  # noqa: BLE001 - SystemExit included
             raise _failure(e, self.req.candidate, "forward raised while timed") from e
 
+    def wait_for_timing_turn(self) -> None:
+        """Checks share the GPU with other workers' checks; timing has it alone. Say so once this worker's
+        own GPU work is finished, then wait for the parent's word in the read-only `-in` folder."""
+        torch.cuda.synchronize()
+        t = _perf()
+        (self.out / P.TIMING_WANTED_FILE).write_text("1")
+        turn, deadline = self.inbox / P.TIMING_TURN_FILE, t + DELIVERY_WAIT_S
+        while not turn.exists():
+            if _perf() > deadline:
+                raise RuntimeError("the parent never gave this worker its turn to be timed")
+            _sleep(0.002)
+        self.facts.io["timing_wait_seconds"] = round(_perf() - t, 4)
+
     def compile_facts(self) -> None:
         from kernelagent.verifier.worker.compile_facts import collect
 
@@ -390,6 +419,8 @@ class CandidateRunner:
             self.compile_facts()
             self.integrity_after()
             if self.req.timing and self.device == "cuda" and not self.facts.patched:
+                if self.req.timing_turn:
+                    self.wait_for_timing_turn()
                 self.stage("timing", self.timing)
                 self.integrity_after()
         except CandidateFailure as f:

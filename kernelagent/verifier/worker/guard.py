@@ -51,6 +51,7 @@ class GuardState:
     active: bool = False
     blocked: list[str] = field(default_factory=list)
     out_dir: str = ""   # where the worker saves what the parent judges: the verifier's code alone writes there
+    in_dir: str = ""    # where the parent delivers the trials: the verifier's code alone reads there
 
 
 _local = threading.local()
@@ -169,6 +170,8 @@ def install_audit_hook(state: GuardState) -> None:
                 deny(f"write to {path}")
         elif _under(path, state.deny_read) or _foreign_proc(path):
             deny(f"read of {path}")
+        elif state.in_dir and _under(path, [state.in_dir]) and _candidate_on_stack(state):
+            deny(f"read of the verifier's delivery {path}")  # forward gets its inputs as arguments
         elif path != own and os.path.isdir(path) and any(
                 _under(r, [path]) for r in [*state.deny_read, *protected, state.out_dir] if r):
             # a descriptor of a folder above the verifier's files would reach them by relative paths
@@ -200,7 +203,9 @@ def install_audit_hook(state: GuardState) -> None:
         if event == "open" and args and isinstance(args[0], (str, bytes)):
             _check_open(args)
         elif event in ("os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
-            if _under(os.path.realpath(os.fsdecode(args[0])), state.deny_read):
+            listed = os.path.realpath(os.fsdecode(args[0]))
+            if _under(listed, state.deny_read) or (
+                    state.in_dir and _under(listed, [state.in_dir]) and _candidate_on_stack(state)):
                 deny(f"listing {os.fsdecode(args[0])}")
         elif event in _PATH_CHANGES and args and isinstance(args[0], (str, bytes)):
             for path in _changed_paths(event, args, _resolve):

@@ -21,6 +21,47 @@ _SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
 _COPY_OPS = {"clone": (0, "out"), "_to_copy": (0, "out"), "to": (0, "out"), "contiguous": (0, "out"),
              "lift_fresh_copy": (0, "out"), "copy_": (1, 0), "_copy_from": (0, 1), "_copy_from_and_resize": (0, 1)}
 _active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
+_interpreting = [0]   # interpreter launches under way: the host reads they make are the interpreter's own
+_reading = [0]        # a counted host read under way (tensor.__array__ calls tensor.numpy: one read)
+# methods that hand a tensor's (or storage's) values to Python or NumPy on the host
+_HOST_READS = (("Tensor", "numpy"), ("Tensor", "__array__"), ("Tensor", "tolist"), ("Tensor", "__dlpack__"),
+               ("UntypedStorage", "tolist"), ("TypedStorage", "tolist"))
+
+
+def count_host_reads() -> None:
+    """Wrap the host-read methods so that a read inside a recorder adds its bytes to that recorder. Called
+    before the guard's snapshot (torch.Tensor is watched: a candidate putting an original back is seen).
+    On the CPU this is how host compute shows at all: NumPy reads a CPU tensor in place, with no copy."""
+    for owner_name, name in _HOST_READS:
+        owner = getattr(torch, owner_name)
+        original = getattr(owner, name, None)
+        if original is not None and not getattr(original, "_ka_counted", False):
+            setattr(owner, name, _counted(original))
+
+
+def _counted(original: Any) -> Any:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active and not _interpreting[0] and not _reading[0]:
+            _active[-1].transfers.host_read_bytes += _nbytes(self)
+        _reading[0] += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _reading[0] -= 1
+
+    read._ka_counted = True  # type: ignore[attr-defined]
+    read.__name__ = getattr(original, "__name__", "read")
+    read.__doc__ = getattr(original, "__doc__", None)
+    return read
+
+
+def _nbytes(value: Any) -> int:
+    try:
+        if isinstance(value, torch.Tensor):
+            return int(value.numel() * value.element_size())
+        return int(value.nbytes())
+    except (RuntimeError, TypeError, AttributeError):
+        return 0
 
 
 def storage_of(value: Any) -> int:
@@ -90,7 +131,7 @@ class OpRecorder(TorchDispatchMode):
         self.ops[name] += 1
         if self.stream is not None and _current_stream() != self.stream:
             self.transfers.foreign_streams += 1
-        if base in _SCALAR_OPS:  # on any device: a tensor copied to the host and read element by element
+        if base in _SCALAR_OPS and not _interpreting[0]:  # any device: values read element by element
             self.transfers.scalar_reads += 1
         body = _python_body(func, args)
         if body is not None:  # a torch.library op written in Python: its body is judged like forward
@@ -230,12 +271,16 @@ class LaunchCounter:
             counter = self
 
             def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001
-                if not warmup:
-                    mark_launched(args, kwargs)
-                    counter.stats["triton_launches"] += 1
-                    counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
-                    counter.note_launch(describe_launch(fn_self, args, kwargs))
-                return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                _interpreting[0] += 1
+                try:
+                    if not warmup:
+                        mark_launched(args, kwargs)
+                        counter.stats["triton_launches"] += 1
+                        counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
+                        counter.note_launch(describe_launch(fn_self, args, kwargs))
+                    return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                finally:
+                    _interpreting[0] -= 1
 
             InterpretedFunction.run = run
             return

@@ -172,6 +172,7 @@ def main() -> None:
     out_dir = Path(req.get("out_dir") or f"{workdir}-out")
     out_dir.mkdir(parents=True, exist_ok=True)
     state.out_dir = os.path.realpath(out_dir)
+    state.in_dir = os.path.realpath(req["in_dir"]) if req.get("in_dir") else ""
     t1 = time.perf_counter()
     try:
         result = _serve(req, state, workdir)

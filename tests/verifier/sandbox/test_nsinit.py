@@ -113,6 +113,32 @@ def test_killing_the_launcher_kills_the_command():
                                             marker) == []
 
 
+def test_killing_the_launchers_parent_kills_the_command():
+    """kernelagent killed with SIGKILL cannot clean up: the launcher sees its parent gone and takes the
+    namespace down (a worker waiting for a delivery that never comes once lived on for ten minutes)."""
+    marker = f"ka-orphan-{uuid.uuid4().hex}"
+    parent = ("import subprocess, sys, time\n"
+              f"subprocess.Popen({[*LAUNCH, '--', sys.executable, '-c', 'import time; time.sleep(120)', marker]!r},"
+              " start_new_session=True)\n"
+              "time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        deadline = time.monotonic() + 30
+        while len(_alive_with(marker)) < 3 and time.monotonic() < deadline:  # launcher, PID 1, command
+            time.sleep(0.05)
+        assert _alive_with(marker), "the command never started"
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(marker) == []
+    finally:
+        proc.kill()
+        for pid in _alive_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_loopback_is_up_only_when_asked():
     script = "print('lo', __import__('os').environ['KERNELAGENT_SANDBOX_LO'])"
     assert _run([], script).stdout.split()[1] == "down"

@@ -1,10 +1,12 @@
-# expect: mismatch
+# expect: fallback_to_reference
 # policy: off
 # problem: softmax
-# needle: output
+# needle: PyTorch compute
 """(Red team, 2026-12-01.) Forward returns a copy of its input and leaves the softmax to a suspended
 generator pinned on the verifier's input clone: it would finish the job when the clone is freed, after the
-recorder closed. The worker freezes what forward returned at return time, so the job lands nowhere judged."""
+recorder closed. The worker freezes what forward returned at return time, so the job lands nowhere judged;
+and where forward is called twice on the same buffers (the caching probe), the second call replaces the
+pending job, which then runs inside that recorded call and is seen as PyTorch compute."""
 
 import torch
 import torch.nn as nn

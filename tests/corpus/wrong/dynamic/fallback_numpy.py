@@ -1,7 +1,7 @@
 # expect: fallback_to_reference
 # policy: off
 # problem: softmax
-# needle: numpy
+# needle: NumPy
 """Fallback below the aten dispatcher: the softmax is computed in NumPy on the host and copied into the
 output by a Triton copy kernel; the only aten ops are allocation and copies."""
 

@@ -1,13 +1,16 @@
 # expect: policy_violation
 # policy: off
 # problem: softmax
-# needle: constructed
+# needle: -in
 """(Red team, 2026-12-01.) Policy off. Class: forged delivery handshake. At import, the candidate creates `<workdir>-out/constructed`
 with a C-level writer (torch.from_file(shared=True), an mmap opened in C++: no audit event, and Landlock lets the worker write its -out
 folder). The parent takes that for "the model is built" and links the trial inputs, problem.py and the
 timing key into -in while the constructor is still running; the constructor waits for them, computes every
 trial's answer with torch.softmax (no op recorder around the constructor) and forward only looks the answer
-up (one .item() read as key) and copies it out with a Triton kernel."""
+up (one .item() read as key) and copies it out with a Triton kernel. The audit hook now refuses candidate
+code reading the `-in` folder at all, which stops it first; the delivery-order check behind it (trial inputs
+already there when the worker says the model is built) is tested on its own in
+tests/verifier/sandbox/test_timing_turn.py."""
 
 import os
 import time
