@@ -56,8 +56,8 @@ for s in "${steps[@]}"; do
     imports) step imports ${IMPORTS_LIMIT:-200} python3 benchmarks/import_profile.py ;;
     peers) step peers 150 python3 benchmarks/library_peers.py ;;
     confine) step confine ${CONFINE_LIMIT:-240} python3 -m benchmarks.probes.confinement_probe ;;
-    ccost) step ccost ${CCOST_LIMIT:-120} python3 benchmarks/confinement_cost.py --device cuda ;;
-    rowwise) step rowwise ${ROWWISE_LIMIT:-200} python3 benchmarks/rowwise_peers.py --budget 150 ;;
+    ccost) step ccost ${CCOST_LIMIT:-120} python3 benchmarks/confinement_cost.py --device cuda ${CCOST_ARGS:-} ;;
+    rowwise) step rowwise ${ROWWISE_LIMIT:-200} python3 benchmarks/rowwise_peers.py ${ROWWISE_ARGS:---budget 150} ;;
     losses) step losses ${LOSSES_LIMIT:-200} python3 benchmarks/losses_peers.py ;;
     attention) step attention ${ATTENTION_LIMIT:-200} python3 benchmarks/attention_peers.py --quick --budget 150 --out "$OUT" ;;
     clicost) step clicost ${CLICOST_LIMIT:-150} python3 benchmarks/cli_mcp_cost.py ;;

@@ -151,17 +151,19 @@ def _with_bw(t: dict[str, Any], bytes_fwd: int, mode: str) -> dict[str, Any]:
 
 def ce_sweep(rows: list[dict]) -> None:
     """Our Triton row kernels' (BLOCK, warps, programs per SM; 0 = one program per row) for the fused
-    forward (gradient written in the same pass), the one the forward+backward target depends on."""
+    forward (gradient written in the same pass), the one the forward+backward target depends on, and for
+    the forward alone."""
     tri = _module("kernelagent.kernels.cross_entropy.triton")
     if tri is None:
         return
     n, v = CE_SHAPE
     sets = [[torch.randn(n, v, device="cuda", dtype=DT), torch.randint(0, v, (n,), device="cuda")] for _ in range(2)]
     saved = dict(tri.CONFIGS)
-    grid = [(16384, 16, 0), (8192, 16, 0), (16384, 8, 0), (16384, 16, 1), (16384, 16, 2)]
+    grids = {"fused": [(16384, 32, 1), (8192, 32, 1), (16384, 16, 0), (8192, 16, 0), (16384, 8, 0)],
+             "fwd": [(16384, 8, 0), (8192, 8, 0), (16384, 16, 0), (32768, 16, 0)]}
     try:
-        for kind, backward in (("fused", True),):
-            for config in grid[: 2 if QUICK else None]:
+        for kind, backward in (("fused", True), ("fwd", False)):
+            for config in grids[kind][: 2 if QUICK else None]:
                 tri.CONFIGS[kind] = config
                 base = {"op": "cross_entropy", "sweep": kind, "config": list(config),
                         "mode": "forward+backward" if backward else "forward"}

@@ -12,6 +12,7 @@ built-in PNG writer (matplotlib is not on the H200).
 
 Run (H200):  source .carry/setup.sh && python3 benchmarks/rowwise_peers.py            -> $OUT/rowwise_peers.{json,png}
              python3 benchmarks/rowwise_peers.py --tune       measures launch-table alternatives, prints the best
+                 (--only rms_norm,layer_norm --widths 1024,16384,65536 --tune-mode backward: a part of them)
 Run (here):  python3 benchmarks/rowwise_peers.py --plot RESULTS.json   redraws the PNG
              python3 benchmarks/rowwise_peers.py --cards RESULTS.json  copies the figures into the cards
 """
@@ -280,44 +281,87 @@ def _out_dir() -> Path:
 # ---------------------------------------------------------------------------------------------- tuning
 
 
+TUNE_FAMILIES = ("softmax", "rms_norm", "layer_norm")
+TUNE_WIDTHS = (256, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+# The norms' backward past the in-register table: the split path (row dots, then [rows, block] tiles)
+# as (column block, rows per tile, num_warps, programs per SM), its row-dot kernel (column block,
+# num_warps), and the looped kernel (column block, num_warps, programs per SM).
+SPLIT_GRID = ((2048, 1, 8, 2), (2048, 2, 8, 1), (2048, 2, 16, 1), (1024, 1, 4, 4), (1024, 2, 8, 2),
+              (1024, 2, 4, 3), (4096, 1, 16, 1), (4096, 2, 16, 1), (4096, 1, 8, 1))
+DOT_GRID = ((2048, 8), (1024, 4), (2048, 4), (4096, 8))
+LOOP_GRID = ((4096, 8, 1), (8192, 16, 1), (4096, 8, 2), (2048, 4, 4))
+
+
+def _norm_bwd_variants(block: int) -> list[dict[str, Any]]:
+    """Module attributes to set, one dict per alternative, for the norms' backward at a padded width."""
+    out: list[dict[str, Any]] = []
+    if block <= 16384:  # in registers (wider rows spill: ptxas for sm_90)
+        out += [{"BWD_TABLE": ((block, rows, warps, per_sm),)} for rows in (1, 2, 4, 8, 16) for warps in (4, 8, 16, 32)
+                for per_sm in (1, 2, 4) if 1024 <= rows * block <= 16384 and warps * 32 * 4 <= rows * block]
+    if block >= 4096:
+        off = {"BWD_TABLE": ()}
+        out += [dict(off, SPLIT_BWD=(1, *cfg), DOT_BWD=DOT_GRID[0]) for cfg in SPLIT_GRID]
+        out += [dict(off, SPLIT_BWD=(1, *SPLIT_GRID[0]), DOT_BWD=dot) for dot in DOT_GRID[1:]]
+        out += [dict(off, SPLIT_BWD=(1 << 40, *SPLIT_GRID[0]), LOOP_BWD=loop) for loop in LOOP_GRID]
+    return out
+
+
+def _time_variant(mod: Any, attrs: dict[str, Any], fn: Callable, sets: list[list[Any]], mode: str) -> float | None:
+    saved = {k: getattr(mod, k) for k in attrs}
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    try:
+        return timed(fn, sets, mode)["median_ms"]
+    except Exception as e:  # noqa: BLE001 - out of resources: not a candidate
+        print(f"{mod.__name__} {mode} {attrs}: {type(e).__name__}", flush=True)
+        return None
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
 def tune(args: argparse.Namespace) -> dict[str, Any]:
-    """Time launch-table alternatives of the Triton kernels (softmax and rms_norm, forward and backward)
-    at a fixed 2**27 elements per width; print the best entry per width, to paste into the tables."""
+    """Time launch-table alternatives of the Triton kernels (softmax, rms_norm, layer_norm; forward and
+    backward) at a fixed 2**27 elements per width; print the best per width, to paste into the tables.
+    The norms' backward also tries the split and looped paths (attributes: see _norm_bwd_variants).
+    --only picks families, --widths row lengths, --tune-mode forward or backward."""
     from benchmarks.common import write_result
 
-    widths = (256, 1024, 2048, 4096, 8192, 16384, 32768)
+    families = [f for f in TUNE_FAMILIES if not args.only or f in args.only.split(",")]
+    widths = tuple(int(w) for w in args.widths.split(",")) if args.widths else TUNE_WIDTHS
+    modes = ("forward", "backward") if args.tune_mode == "both" else (args.tune_mode,)
     fwd_grid = [(rows, warps) for rows in (1, 2, 4, 8, 16, 32, 64) for warps in (4, 8, 16)]
-    bwd_grid = [(rows, warps, per_sm) for rows in (1, 2, 4, 8, 16) for warps in (4, 8, 16) for per_sm in (1, 2, 4)]
+    bwd_grid = [(rows, warps) for rows in (1, 2, 4, 8, 16) for warps in (4, 8, 16)]  # softmax
     out: dict[str, Any] = {"forward": {}, "backward": {}}
     deadline = time.monotonic() + args.budget
-    for family, op in (("softmax", "softmax"), ("rms_norm", "rms_norm")):
+    for family in families:
         mod = importlib.import_module(f"kernelagent.kernels.{family}.triton")
-        fn = _ours("triton")[op]
+        fn = _ours("triton")[family]
         for n in widths:
             block = 1 << (n - 1).bit_length()
-            sets = [make_inputs(op, SWEEP_ELEMENTS // n, n) for _ in range(2)]
-            for mode, grid, attr in (("forward", fwd_grid, "FWD_TABLE"), ("backward", bwd_grid, "BWD_TABLE")):
+            sets = [make_inputs(family, SWEEP_ELEMENTS // n, n) for _ in range(2)]
+            for mode in modes:
+                if mode == "forward":
+                    variants = [{"FWD_TABLE": ((block, *cfg),)} for cfg in fwd_grid if cfg[0] * block <= 65536]
+                elif family == "softmax":
+                    variants = [{"BWD_TABLE": ((block, *cfg),)} for cfg in bwd_grid if cfg[0] * block <= 65536]
+                else:
+                    variants = _norm_bwd_variants(block)
                 best = None
-                for cfg in grid:
-                    if time.monotonic() > deadline or cfg[0] * block > 65536:
-                        continue
-                    entry = (block, *cfg) if attr == "FWD_TABLE" or family != "softmax" else (block, *cfg[:2])
-                    if family == "softmax" and attr == "BWD_TABLE" and cfg[2] != 1:
-                        continue  # softmax's backward is not persistent
-                    saved = getattr(mod, attr)
-                    setattr(mod, attr, (entry,))
-                    try:
-                        ms = timed(fn, sets, mode)["median_ms"]
-                    except Exception as e:  # noqa: BLE001 - out of resources: not a candidate
-                        print(f"{family} {mode} {entry}: {type(e).__name__}", flush=True)
-                        continue
-                    finally:
-                        setattr(mod, attr, saved)
-                    if best is None or ms < best[1]:
-                        best = (entry, ms)
+                for attrs in variants:
+                    if time.monotonic() > deadline:
+                        break
+                    ms = _time_variant(mod, attrs, fn, sets, mode)
+                    if ms is not None and (best is None or ms < best[1]):
+                        best = (attrs, ms)
+                if best is not None:
+                    units = UNITS[family][0 if mode == "forward" else 1]
+                    best = (*best, units * SWEEP_ELEMENTS * 2 / (best[1] * 1e-3) / 1e12)  # TB/s
                 out[mode].setdefault(family, {})[n] = best
                 print(family, mode, n, best, flush=True)
-    write_result("rowwise_tuning", {"tuning": out, "note": "entries: (padded width, rows, num_warps[, per SM]), ms"})
+            del sets
+    write_result("rowwise_tuning", {"tuning": out, "note": "best per width: (module attributes set, ms, TB/s); "
+                                    "table entries (padded width, rows, num_warps[, per SM])"})
     return out
 
 
@@ -509,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated ops")
     p.add_argument("--full", action="store_true", help="every op and 9 row lengths in the sweep (longer)")
     p.add_argument("--tune", action="store_true", help="time launch-table alternatives instead")
+    p.add_argument("--widths", default="", help="--tune: comma-separated row lengths (default TUNE_WIDTHS)")
+    p.add_argument("--tune-mode", choices=("forward", "backward", "both"), default="both", help="--tune: which pass")
     p.add_argument("--plot", type=Path, help="redraw the PNG of a results file (no GPU needed)")
     p.add_argument("--cards", type=Path, help="copy a results file's figures into the cards (no GPU needed)")
     p.add_argument("--out-dir", default="", help="where the PNG goes (default: $OUT or benchmarks/results)")

@@ -7,14 +7,19 @@ x' = softcap * tanh(x / softcap) (or x), lse = logsumexp(x'), class weights w (e
     dloss_r/dx'_c = p_c (w_t (1 - eps) + eps W / V + 2 z lse) - w_t (1 - eps) [c = t] - eps w_c / V
 ('mean' divides by the kept rows' sum of w_t, as F.cross_entropy does; all rows left out gives NaN.)
 
-Kernels: a setup kernel (denominator and W, before anything needs them), one program per row (or
-persistent programs) for the forward: an online logsumexp in one read of the row, and optionally the
-gradient, written in a second sweep that runs backwards over the row so it re-reads what is still in
-L2; a fixed-order sum for the reductions (no atomics: deterministic); the same row kernel for a
-backward that re-reads the logits; an in-place scale. With a gradient needed and reduction mean/sum,
-the forward writes the gradient for dloss = 1 (into new memory, or into the logits' storage with
-inplace_backward=True) and the backward only scales it, skipping the pass when dloss is 1: one read
-and one write of the logits in all.
+Kernels: one program per row (or persistent programs) for the forward: an online logsumexp in one
+read of the row, each thread keeping a running max and sum per 128-bit slice (no cross-thread work
+until the row ends), exp as exp2 of a pre-scaled argument (FFMA + MUFU.EX2); options that are off are
+constexpr and compile out. Optionally the same program writes the gradient, in a second sweep that
+runs backwards over the row so that it re-reads what is still in L2 (the first sweep's loads are
+marked evict_last, the second's and the gradient's stores evict_first; the fused config runs one
+persistent program per SM so that the rows in flight, 132 x 250 KB at V = 128256 bf16, fit in L2).
+A setup kernel (denominator and W) runs before the rows only where they need it; otherwise the
+fixed-order reduction after them also counts the kept rows (no atomics: deterministic). The same row
+kernel is the backward that re-reads the logits; an in-place scale, skipped where dloss is 1. With a
+gradient needed and reduction mean/sum, the forward writes the gradient for dloss = 1 (into new
+memory, or into the logits' storage with inplace_backward=True) and the backward only scales it: one
+DRAM read and one write of the logits in all when the second sweep hits L2.
 
 Paths: eager calls on CUDA (or under TRITON_INTERPRET=1) go straight to the kernels through an
 autograd.Function, as ModelNew does; torch.compile, CPU and meta tensors go through the registered
@@ -32,10 +37,15 @@ import triton
 import triton.language as tl
 
 REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
-# (columns per step, warps, programs per SM; 0 = one program per row). Forward: best of
-# 4096/8192/16384 x 8/16/32 on an H200 (2026-11-30); fused and backward: see card.md.
-CONFIGS = {"fwd": (16384, 8, 0), "fused": (16384, 16, 0), "bwd": (8192, 16, 0)}
-SCALE_BLOCK = 4096
+# (columns per step for 16-bit logits, fp32 takes half; warps; programs per SM, 0 = one program per
+# row). Chosen from benchmarks/losses_peers.py's ce_sweep on an H200 (2026-12-02, bf16 [8192, 128256],
+# benchmarks/results/2026-12-02-h200/losses_peers.json): forward 16384 x 8 (0.488 ms; 8192 x 8 0.485,
+# 16384 x 16 0.503, 32768 x 16 0.610); fused forward+backward one program per row, 16384 x 8 (1.315 ms:
+# 16384 x 16 was 1.5 % faster at 1.295 ms but spills 8 bytes in the fused mode; one program per SM with
+# 32 warps 1.371, 8192 columns 1.44-1.49).
+CONFIGS = {"fwd": (16384, 8, 0), "fused": (16384, 8, 0), "bwd": (8192, 16, 0)}
+SCALE_BLOCK = 8192
+SCALE_PROGRAMS_PER_SM = 16  # _scale_kernel's programs (rows strided over them) per SM
 SETUP_BLOCK = 4096
 
 
@@ -46,7 +56,7 @@ SETUP_BLOCK = 4096
 def _capped(x, cap):
     """cap * tanh(x / cap) in fp32, from exp(-2|y|) so that it neither overflows nor needs libdevice."""
     y = x / cap
-    e = tl.exp(-2.0 * tl.abs(y))
+    e = tl.exp2(-2.8853900817779268 * tl.abs(y))  # exp(-2|y|)
     th = (1.0 - e) / (1.0 + e)
     return cap * tl.where(y < 0.0, -th, th)
 
@@ -81,12 +91,21 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
                REDUCTION: tl.constexpr, BLOCK: tl.constexpr):
     """Rows of the cross-entropy, one per program (or strided over fewer, persistent programs).
 
-    MODE 0: loss (fp32) and logsumexp, one read of the row (running max and rescaled sum).
+    MODE 0: loss (fp32) and logsumexp, one read of the row.
     MODE 1: the same, then dloss/dlogits for dloss = 1 in a second sweep that walks the row from its
             end (the blocks read last are the likeliest to still be in L2); grad_ptr may be logits_ptr.
     MODE 2: dlogits from the saved logsumexp, times dloss (REDUCTION 0: one per row; 1: sum; 2: mean).
-    Nested @jit helpers are avoided on purpose: the CPU interpreter pays ~30 ms for each call.
+    The read sweep sees a block as [BLOCK / VEC, VEC]: each thread keeps a running max and rescaled sum
+    for each of its VEC-wide slices (one 128-bit load each), so the loop has no cross-thread reduction
+    and no barrier; the row's slices are combined once at its end. exp is exp2 of a pre-scaled
+    argument (one FFMA and one MUFU.EX2 with ftz; tl.exp adds a multiply and a denormal fix-up).
+    Options that are off are constexpr and compile out. Nested @jit helpers are avoided on purpose: the
+    CPU interpreter pays ~30 ms for each call.
     """
+    LOG2E: tl.constexpr = 1.4426950408889634
+    VEC: tl.constexpr = 128 // logits_ptr.dtype.element_ty.primitive_bitwidth  # one 128-bit load
+    SLICES: tl.constexpr = BLOCK // VEC
+    tile = tl.arange(0, SLICES)[:, None] * VEC + tl.arange(0, VEC)[None, :]  # [SLICES, VEC] offsets
     cols = tl.arange(0, BLOCK)
     wsum = n_cols * 1.0
     if SMOOTH and HAS_WEIGHT:
@@ -107,31 +126,41 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             if REDUCTION == 2:
                 scale = scale / tl.load(denom_ptr)
         else:
-            m = tl.full([], -float("inf"), tl.float32)
-            s = tl.zeros([], tl.float32)
-            sx = tl.zeros([], tl.float32)  # sum_c w_c x'_c, for label smoothing
+            m = tl.full([SLICES], -float("inf"), tl.float32)  # running max of each slice
+            s = tl.zeros([SLICES], tl.float32)  # running sum of exp(x - m) of each slice
+            sx = tl.zeros([SLICES], tl.float32)  # sum_c w_c x'_c, for label smoothing
             for start in range(0, n_cols, BLOCK):
-                mask = start + cols < n_cols
-                x = tl.load(row_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+                idx = start + tile
+                mask = idx < n_cols
+                # MODE 1 reads the row again in its second sweep: keep it in L2 meanwhile. Whole blocks
+                # load unmasked (a masked load first fills its registers with the default value).
+                if start + BLOCK <= n_cols:
+                    x = tl.load(row_ptr + idx, eviction_policy="evict_last" if MODE == 1 else "")
+                else:
+                    x = tl.load(row_ptr + idx, mask=mask, other=-float("inf"),
+                                eviction_policy="evict_last" if MODE == 1 else "")
+                x = x.to(tl.float32)
                 if HAS_SOFTCAP:
-                    x = _capped(x, cap)
+                    x = tl.where(mask, _capped(x, cap), -float("inf"))
                 if SMOOTH:
                     if HAS_WEIGHT:
-                        x_w = x * tl.load(weight_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-                        sx += tl.sum(tl.where(mask, x_w, 0.0), axis=0)
+                        x_w = x * tl.load(weight_ptr + idx, mask=mask, other=0.0).to(tl.float32)
+                        sx += tl.sum(tl.where(mask, x_w, 0.0), axis=1)
                     else:
-                        sx += tl.sum(tl.where(mask, x, 0.0), axis=0)
-                x = tl.where(mask, x, -float("inf"))
-                m_new = tl.maximum(m, tl.max(x, axis=0))
-                s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+                        sx += tl.sum(tl.where(mask, x, 0.0), axis=1)
+                m_new = tl.maximum(m, tl.max(x, axis=1))
+                m_ref = tl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E  # slices with nothing yet
+                s = s * tl.exp2(m * LOG2E - m_ref) + tl.sum(tl.exp2(x * LOG2E - m_ref[:, None]), axis=1)
                 m = m_new
-            lse = m + tl.log(s)
+            m_row = tl.max(m, axis=0)
+            m_row = tl.where(m_row == -float("inf"), 0.0, m_row)
+            lse = m_row + tl.log(tl.sum(s * tl.exp2((m - m_row) * LOG2E), axis=0))
             xt = tl.load(row_ptr + t).to(tl.float32)
             if HAS_SOFTCAP:
                 xt = _capped(xt, cap)
             loss = wt * (1.0 - eps) * (lse - xt)
             if SMOOTH:
-                loss += eps / n_cols * (wsum * lse - sx)
+                loss += eps / n_cols * (wsum * lse - tl.sum(sx, axis=0))
             if HAS_Z:
                 loss += z * lse * lse
             tl.store(loss_ptr + row, tl.where(kept, loss, 0.0))
@@ -147,15 +176,24 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             if HAS_Z:
                 a += scale * 2.0 * z * lse
             c_s = scale * eps / n_cols
+            lse2 = lse * LOG2E
+            t32 = t.to(tl.int32)  # columns are int32: a 32-bit compare per element
             grad_row = grad_ptr + row * grad_stride
             n_blocks = tl.cdiv(n_cols, BLOCK)
             for j in range(0, n_blocks):
-                idx = ((n_blocks - 1 - j) if MODE == 1 else j) * BLOCK + cols
+                start = ((n_blocks - 1 - j) if MODE == 1 else j) * BLOCK
+                idx = start + cols
                 mask = idx < n_cols
-                x = tl.load(row_ptr + idx, mask=mask, other=0.0).to(tl.float32)
+                whole = start + BLOCK <= n_cols
+                # MODE 1: the last read of these logits (from L2 when the first sweep's lines stayed)
+                if whole:
+                    x = tl.load(row_ptr + idx, eviction_policy="evict_first" if MODE == 1 else "")
+                else:
+                    x = tl.load(row_ptr + idx, mask=mask, other=0.0, eviction_policy="evict_first" if MODE == 1 else "")
+                x = x.to(tl.float32)
                 if HAS_SOFTCAP:
                     x = _capped(x, cap)
-                g = tl.exp(x - lse) * a - tl.where(idx == t, b, 0.0)
+                g = tl.exp2(x * LOG2E - lse2) * a - tl.where(idx == t32, b, 0.0)
                 if SMOOTH:
                     if HAS_WEIGHT:
                         g -= c_s * tl.load(weight_ptr + idx, mask=mask, other=0.0).to(tl.float32)
@@ -163,33 +201,60 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
                         g -= c_s
                 if HAS_SOFTCAP:
                     g = g * (1.0 - (x / cap) * (x / cap))
-                tl.store(grad_row + idx, g.to(grad_row.dtype.element_ty), mask=mask)
+                g = g.to(grad_row.dtype.element_ty)
+                if whole:
+                    tl.store(grad_row + idx, g, eviction_policy="evict_first")
+                else:
+                    tl.store(grad_row + idx, g, mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
-def _ce_reduce_kernel(loss_ptr, denom_ptr, out_ptr, n_rows, MEAN: tl.constexpr, BLOCK: tl.constexpr):
-    """Sum (or mean) of the row losses in a fixed order; 0/0 = NaN when every row was left out."""
+def _ce_reduce_kernel(loss_ptr, target_ptr, weight_ptr, denom_ptr, out_ptr, n_rows, n_cols, ignore_index,
+                      COUNT: tl.constexpr, HAS_WEIGHT: tl.constexpr, REDUCE: tl.constexpr, BLOCK: tl.constexpr):
+    """Sum (REDUCE 1) or mean (2) of the row losses in a fixed order, or nothing (0); with COUNT, also the
+    mean's denominator (sum of w_t over kept rows, else read from denom_ptr). 0/0 = NaN when every row
+    was left out."""
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
+    den = tl.zeros([BLOCK], tl.float32)
     for start in range(0, n_rows, BLOCK):
-        acc += tl.load(loss_ptr + start + offs, mask=start + offs < n_rows, other=0.0)
-    total = tl.sum(acc, axis=0)
-    if MEAN:
-        total = total / tl.load(denom_ptr)
-    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
+        mask = start + offs < n_rows
+        if REDUCE != 0:
+            acc += tl.load(loss_ptr + start + offs, mask=mask, other=0.0)
+        if COUNT:
+            t = tl.load(target_ptr + start + offs, mask=mask, other=ignore_index).to(tl.int64)
+            kept = mask & (t != ignore_index) & (t >= 0) & (t < n_cols)
+            if HAS_WEIGHT:
+                den += tl.load(weight_ptr + tl.where(kept, t, 0), mask=kept, other=0.0).to(tl.float32)
+            else:
+                den += tl.where(kept, 1.0, 0.0)
+    if COUNT:
+        denom = tl.sum(den, axis=0)
+        tl.store(denom_ptr, denom)
+    else:
+        denom = tl.load(denom_ptr)
+    if REDUCE != 0:
+        total = tl.sum(acc, axis=0)
+        if REDUCE == 2:
+            total = total / denom
+        tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
-def _scale_kernel(grad_ptr, dloss_ptr, n_cols, stride, PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
-    """grad *= dloss (one value, or one per row), in place; nothing to do where dloss is 1."""
-    row = tl.program_id(0).to(tl.int64)
-    g = tl.load(dloss_ptr + row).to(tl.float32) if PER_ROW else tl.load(dloss_ptr).to(tl.float32)
-    if g != 1.0:
-        idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        mask = idx < n_cols
-        ptr = grad_ptr + row * stride + idx
-        tl.store(ptr, (tl.load(ptr, mask=mask, other=0.0).to(tl.float32) * g).to(grad_ptr.dtype.element_ty),
-                 mask=mask)
+def _scale_kernel(grad_ptr, dloss_ptr, n_rows, n_cols, stride, PER_ROW: tl.constexpr, BLOCK: tl.constexpr):
+    """grad *= dloss (one value, or one per row), in place; nothing to do (and nothing read) where dloss
+    is 1. Rows strided over the programs: the common dloss = 1 costs a few thousand programs at most."""
+    cols = tl.arange(0, BLOCK)
+    pid, n_programs = tl.program_id(0).to(tl.int64), tl.num_programs(0)
+    for i in range(0, tl.cdiv(n_rows - pid, n_programs)):
+        row = pid + i * n_programs
+        g = tl.load(dloss_ptr + row).to(tl.float32) if PER_ROW else tl.load(dloss_ptr).to(tl.float32)
+        if g != 1.0:
+            for start in range(0, n_cols, BLOCK):
+                mask = start + cols < n_cols
+                ptr = grad_ptr + row * stride + start + cols
+                tl.store(ptr, (tl.load(ptr, mask=mask, other=0.0).to(tl.float32) * g).to(grad_ptr.dtype.element_ty),
+                         mask=mask)
 
 
 # ------------------------------------------------------------------------------------ launchers
@@ -200,10 +265,13 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _launch_shape(config: tuple[int, int, int], n_rows: int, n_cols: int, device: torch.device) -> tuple[int, int, int]:
-    """(BLOCK, num_warps, programs) for a row kernel."""
+def _launch_shape(config: tuple[int, int, int], x: torch.Tensor) -> tuple[int, int, int]:
+    """(BLOCK, num_warps, programs) for a row kernel over x [N, V]. The configs' BLOCK is for 16-bit
+    logits; fp32 takes half as many per step (the same bytes, registers and 128-bit loads per thread)."""
+    (n_rows, n_cols), device = x.shape, x.device
     block, warps, per_sm = config
-    block = min(triton.next_power_of_2(max(n_cols, 1)), block)
+    block = block * 2 // x.element_size()
+    block = max(min(triton.next_power_of_2(max(n_cols, 1)), block), 16)  # at least one 128-bit vector
     programs = n_rows
     if per_sm and device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
@@ -251,23 +319,35 @@ def _setup(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, ignore
 
 def _forward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, reduction: str,
              label_smoothing: float, z_loss: float, softcap: float | None, grad: torch.Tensor | None):
-    """(loss, lse, denom, wsum) of [N, V] logits; with `grad` given, also dlogits for dloss = 1 into it."""
+    """(loss, lse, denom, wsum) of [N, V] logits; with `grad` given, also dlogits for dloss = 1 into it.
+
+    The denominator (and W) come from the setup kernel before the rows only where the row kernel needs
+    them (a gradient for 'mean', or class weights with smoothing); otherwise the reduction kernel
+    counts the kept rows after them: one small launch either way, none of it in the rows' way."""
     n_rows, n_cols = x.shape
-    denom, wsum = _setup(x, t, weight, ignore_index, label_smoothing)
+    before = (weight is not None and label_smoothing > 0.0) or (grad is not None and reduction == "mean")
+    if before:
+        denom, wsum = _setup(x, t, weight, ignore_index, label_smoothing)
+    else:
+        denom = torch.empty((), dtype=torch.float32, device=x.device)
+        wsum = denom  # not read: W only matters with class weights and smoothing
     row_loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     lse = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-    block, warps, programs = _launch_shape(CONFIGS["fused" if grad is not None else "fwd"], n_rows, n_cols, x.device)
+    block, warps, programs = _launch_shape(CONFIGS["fused" if grad is not None else "fwd"], x)
     if n_rows:
         _ce_kernel[(programs,)](
             x, t, weight if weight is not None else x, denom, wsum, row_loss, lse, lse, grad if grad is not None else x,
             n_rows, n_cols, x.stride(0), grad.stride(0) if grad is not None else 0, ignore_index,
             label_smoothing, z_loss, softcap or 1.0, **_flags(weight, label_smoothing, z_loss, softcap),
             MODE=0 if grad is None else 1, REDUCTION=REDUCTIONS[reduction], BLOCK=block, num_warps=warps)
+    loss = row_loss if reduction == "none" else torch.empty((), dtype=x.dtype, device=x.device)
+    if not (before and reduction == "none"):
+        reduce_block = min(triton.next_power_of_2(max(n_rows, 1)), SETUP_BLOCK)
+        _ce_reduce_kernel[(1,)](row_loss, t, weight if weight is not None else x, denom, loss, n_rows, n_cols,
+                                ignore_index, COUNT=not before, HAS_WEIGHT=weight is not None,
+                                REDUCE=REDUCTIONS[reduction], BLOCK=reduce_block, num_warps=4)
     if reduction == "none":
         return row_loss.to(x.dtype), lse, denom, wsum
-    loss = torch.empty((), dtype=x.dtype, device=x.device)
-    reduce_block = min(triton.next_power_of_2(max(n_rows, 1)), SETUP_BLOCK)
-    _ce_reduce_kernel[(1,)](row_loss, denom, loss, n_rows, MEAN=reduction == "mean", BLOCK=reduce_block, num_warps=4)
     return loss, lse, denom, wsum
 
 
@@ -276,7 +356,7 @@ def _backward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, lse
               label_smoothing: float, z_loss: float, softcap: float | None) -> torch.Tensor:
     n_rows, n_cols = x.shape
     grad = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    block, warps, programs = _launch_shape(CONFIGS["bwd"], n_rows, n_cols, x.device)
+    block, warps, programs = _launch_shape(CONFIGS["bwd"], x)
     if n_rows:
         _ce_kernel[(programs,)](
             x, t, weight if weight is not None else x, denom, wsum, lse, lse, dloss.contiguous(), grad,
@@ -291,8 +371,12 @@ def _scale(grad: torch.Tensor, dloss: torch.Tensor) -> None:
     n_rows, n_cols = grad.shape
     if n_rows and n_cols:
         block = min(triton.next_power_of_2(n_cols), SCALE_BLOCK)
-        _scale_kernel[(n_rows, triton.cdiv(n_cols, block))](grad, dloss.contiguous(), n_cols, grad.stride(0),
-                                                            PER_ROW=dloss.dim() > 0, BLOCK=block, num_warps=4)
+        programs = n_rows
+        if grad.device.type == "cuda":
+            index = grad.device.index if grad.device.index is not None else torch.cuda.current_device()
+            programs = min(n_rows, SCALE_PROGRAMS_PER_SM * _sm_count(index))
+        _scale_kernel[(programs,)](grad, dloss.contiguous(), n_rows, n_cols, grad.stride(0), PER_ROW=dloss.dim() > 0,
+                                   BLOCK=block, num_warps=max(1, min(8, block // 1024)))
 
 
 # ------------------------------------------------------------------------------- kernel paths

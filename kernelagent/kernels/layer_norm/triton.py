@@ -8,7 +8,9 @@ column blocks, the first merging per-lane Welford statistics (no sum-of-squares 
 Backward: a fixed grid of programs walks the row tiles, writes
 dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy*xhat)) while keeping its shares of
 dw = sum(dy * xhat) and db = sum(dy) in fp32; a second kernel sums the shares column-wise in a fixed
-order (deterministic, no atomics). A row stride is taken as it is.
+order (deterministic, no atomics). Rows too wide for registers (16384 and up by default) are split:
+one kernel sums w*dy*xhat and w*dy over column segments of each row, a second walks [rows, column
+block] tiles (dw and db kept in registers, one share per row group). A row stride is taken as it is.
 Order: launch tables -> kernels -> launchers -> custom ops -> public API -> ModelNew.
 """
 
@@ -27,11 +29,20 @@ import triton.language as tl
 FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 8, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
              (16384, 1, 16))
 LOOP_FWD = (4096, 8)  # (column block, num_warps)
-# (widest padded row, rows per tile, num_warps, programs per SM); the tile of x and dy is held twice
+# (widest padded row, rows per tile, num_warps, programs per SM); the tile of x and dy is held twice.
+# ptxas for sm_90: 4096 with 8 warps takes 245 registers (one program an SM, not two), 8192 with 16
+# spills 88 bytes a thread, 16384 spills 360+; `rowwise_peers.py --tune` times the alternatives.
 BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 8, 4),
              (2048, 1, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
-DW_BLOCK = 256  # columns per program when summing the dw / db shares
+# Rows past BWD_TABLE from this padded width up take the split backward instead of LOOP_BWD (whose
+# per-row read-modify-write of two fp32 shares of n_cols floats a program overflows L2 on wide rows):
+# (narrowest padded width, column block, rows per tile, num_warps, programs per SM); untimed: 117
+# registers (ptxas, sm_90), two programs an SM. Measured before: 0.96 TB/s at 16384 through LOOP_BWD.
+SPLIT_BWD = (16384, 2048, 1, 8, 2)
+DOT_BWD = (2048, 8)  # the split's row-dot kernel: (column block, num_warps); a segment is >= 1 block
+MAX_SEGMENTS = 64  # row segments summed by the split's dx kernel (segments widen past 64 blocks)
+DW_BLOCK = 256  # columns per program at most when summing the shares (4096 // DW_BLOCK shares a step)
 INTERPRETER_PROGRAMS = 3  # backward programs under the interpreter: several, so the tile loop runs
 # The backward is compiled without mul + add -> FMA contraction: in w*dy - mean(w*dy) an FMA keeps the
 # product unrounded on one side only, so a row of one column (dx exactly 0) got its rounding error x rstd.
@@ -125,14 +136,16 @@ def _ln_bwd_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr
     mask = (rows < n_rows) & cmask
     x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
     dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
+    mean = tl.load(mean_ptr + rows, mask=rows < n_rows, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
     for _tile in range(pid, n_tiles, programs):
-        # load the next tile while this one is reduced (the loop is latency-bound otherwise)
+        # load the next tile (and its statistics) while this one is reduced (latency-bound otherwise)
         next_rows = rows + programs.to(tl.int64) * ROWS
         next_mask = (next_rows < n_rows) & cmask
         x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
         dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
-        mean = tl.load(mean_ptr + rows, mask=rows < n_rows, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+        mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+        rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
         xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
         dyf = dy.to(tl.float32)
         wdy = dyf * w if HAS_W else dyf
@@ -148,6 +161,8 @@ def _ln_bwd_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr
         mask = next_mask
         x = x_next
         dy = dy_next
+        mean = mean_next
+        rstd = rstd_next
     if HAS_W:
         tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
     if HAS_B:
@@ -206,14 +221,104 @@ def _ln_bwd_looped_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_p
 
 
 @triton.jit
+def _ln_bwd_dot_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_ptr, n_cols, n_segs, seg_cols,
+                       x_stride, dy_stride, BLOCK: tl.constexpr, HAS_W: tl.constexpr):
+    # dot[row, seg] = sum(w*dy*xhat), dsum[row, seg] = sum(w*dy) over columns [seg, seg + 1) * seg_cols
+    row = tl.program_id(0).to(tl.int64)
+    seg = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
+    mean = tl.load(mean_ptr + row)
+    rstd = tl.load(rstd_ptr + row)
+    acc1 = tl.zeros([BLOCK], tl.float32)
+    acc2 = tl.zeros([BLOCK], tl.float32)
+    for start in range(seg * seg_cols, tl.minimum(seg * seg_cols + seg_cols, n_cols), BLOCK):
+        mask = start + cols < n_cols
+        xhat = tl.where(mask, (tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0)
+                               .to(tl.float32) - mean) * rstd, 0.0)
+        wdy = tl.load(dy_ptr + row * dy_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            wdy = wdy * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        acc1 += wdy * xhat
+        acc2 += wdy
+    tl.store(dot_ptr + row * n_segs + seg, tl.sum(acc1, axis=0))
+    tl.store(dsum_ptr + row * n_segs + seg, tl.sum(acc2, axis=0))
+
+
+@triton.jit
+def _ln_bwd_split_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_ptr, dx_ptr, dw_part_ptr,
+                         db_part_ptr, n_rows, n_cols, n_segs, group_rows, x_stride, dy_stride, dx_stride,
+                         ROWS: tl.constexpr, BLOCK: tl.constexpr, SEGS: tl.constexpr, HAS_W: tl.constexpr,
+                         HAS_B: tl.constexpr):
+    # program (column block, row group): dx of its [group_rows, BLOCK] strip, ROWS rows a step, with
+    # the row means of w*dy*xhat and w*dy from the segment sums; its dw and db shares stay in registers
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]
+    cmask = cols < n_cols
+    segs = tl.arange(0, SEGS)[None, :]
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    dw = tl.zeros([ROWS, BLOCK], tl.float32)
+    db = tl.zeros([ROWS, BLOCK], tl.float32)
+    group = tl.program_id(1)
+    first = group.to(tl.int64) * group_rows  # int64: row * stride may pass 2**31
+    end = tl.minimum(first + group_rows, n_rows)
+    rows = first + tl.arange(0, ROWS)[:, None]
+    mask = (rows < end) & cmask
+    smask = (rows < end) & (segs < n_segs)
+    x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
+    dots = tl.load(dot_ptr + rows * n_segs + segs, mask=smask, other=0.0)
+    dsums = tl.load(dsum_ptr + rows * n_segs + segs, mask=smask, other=0.0)
+    mean = tl.load(mean_ptr + rows, mask=rows < end, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < end, other=0.0)
+    for _step in range(0, tl.cdiv(group_rows, ROWS)):
+        # load the next tile while this one is reduced
+        next_rows = rows + ROWS
+        next_mask = (next_rows < end) & cmask
+        next_smask = (next_rows < end) & (segs < n_segs)
+        x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
+        dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
+        dots_next = tl.load(dot_ptr + next_rows * n_segs + segs, mask=next_smask, other=0.0)
+        dsums_next = tl.load(dsum_ptr + next_rows * n_segs + segs, mask=next_smask, other=0.0)
+        mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < end, other=0.0)
+        rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < end, other=0.0)
+        xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+        dyf = dy.to(tl.float32)
+        wdy = dyf * w if HAS_W else dyf
+        c1 = tl.sum(dots, axis=1)[:, None] / n_cols
+        c2 = tl.sum(dsums, axis=1)[:, None] / n_cols
+        dx = (wdy - c2 - xhat * c1) * rstd
+        tl.store(dx_ptr + rows * dx_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if HAS_W:
+            dw += dyf * xhat
+        if HAS_B:
+            db += dyf
+        rows = next_rows
+        mask = next_mask
+        x = x_next
+        dy = dy_next
+        dots = dots_next
+        dsums = dsums_next
+        mean = mean_next
+        rstd = rstd_next
+    if HAS_W:
+        tl.store(dw_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
+    if HAS_B:
+        tl.store(db_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(db, axis=0)[None, :], mask=cmask)
+
+
+@triton.jit
 def _column_sum_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK: tl.constexpr):
-    # out[c] = sum_p part[p, c], summed in order p = 0, 1, ... (the same bits on every run)
-    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    acc = tl.zeros([BLOCK], tl.float32)
-    for p in range(0, n_parts):
-        acc += tl.load(part_ptr + p * n_cols + cols, mask=mask, other=0.0)
-    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    # out[c] = sum_p part[p, c]: [PARTS, BLOCK] tiles (PARTS loads in flight a step), slot i summing
+    # parts i, i + PARTS, ... in order, then the slots in a fixed tree (the same bits on every run)
+    PARTS: tl.constexpr = 4096 // BLOCK
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]
+    parts = tl.arange(0, PARTS)[:, None]
+    cmask = cols < n_cols
+    acc = tl.zeros([PARTS, BLOCK], tl.float32)
+    for p in range(0, n_parts, PARTS):
+        acc += tl.load(part_ptr + (p + parts).to(tl.int64) * n_cols + cols, mask=cmask & (p + parts < n_parts),
+                       other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0)[None, :].to(out_ptr.dtype.element_ty), mask=cmask)
 
 
 # --------------------------------------------------------------------------------------- launchers
@@ -254,11 +359,56 @@ def launch_fwd(x, w, b, y, mean, rstd, eps: float) -> None:
                                          num_warps=warps)
 
 
+def column_sum(part: torch.Tensor, out: torch.Tensor) -> None:
+    """out = part.sum(0) in a fixed order: columns split so that narrow rows still get many programs."""
+    n_parts, n_cols = part.shape
+    block = max(16, min(DW_BLOCK, triton.next_power_of_2(triton.cdiv(n_cols, 64))))
+    _column_sum_kernel[(triton.cdiv(n_cols, block),)](part, out, n_parts, n_cols, BLOCK=block, num_warps=4)
+
+
+def split_segments(n_cols: int) -> tuple[int, int]:
+    """(columns a segment, segments) of the split backward's row sums: whole DOT_BWD blocks, at most
+    MAX_SEGMENTS of them."""
+    seg = DOT_BWD[0] * triton.cdiv(triton.cdiv(n_cols, DOT_BWD[0]), MAX_SEGMENTS)
+    return seg, triton.cdiv(n_cols, seg)
+
+
+def launch_bwd_split(x, w, dy, mean, rstd, dx, dw, db) -> None:
+    """launch_bwd for rows too wide for registers: row sums by segments, then [rows, block] tiles."""
+    n_rows, n_cols = x.shape
+    has_w, has_b = w is not None, db is not None
+    _, block, rows, warps, per_sm = SPLIT_BWD
+    block = min(block, triton.next_power_of_2(n_cols))
+    seg, n_segs = split_segments(n_cols)
+    sums = torch.empty((2, n_rows, n_segs), dtype=torch.float32, device=x.device)
+    w_t = w if has_w else x
+    _ln_bwd_dot_kernel[(n_rows, n_segs)](x, w_t, dy, mean, rstd, sums[0], sums[1], n_cols, n_segs, seg, x.stride(0),
+                                         dy.stride(0), BLOCK=min(DOT_BWD[0], triton.next_power_of_2(n_cols)),
+                                         HAS_W=has_w, num_warps=DOT_BWD[1], **BWD_OPTIONS)
+    col_blocks = triton.cdiv(n_cols, block)
+    groups = _programs(x, per_sm, triton.cdiv(n_rows, rows) * col_blocks)
+    groups = max(1, min(triton.cdiv(n_rows, rows), triton.cdiv(groups, col_blocks)))
+    group_rows = triton.cdiv(n_rows, groups)
+    groups = triton.cdiv(n_rows, group_rows)  # no empty group
+    dw_part = torch.empty((groups, n_cols) if has_w else (1,), dtype=torch.float32, device=x.device)
+    db_part = torch.empty((groups, n_cols) if has_b else (1,), dtype=torch.float32, device=x.device)
+    _ln_bwd_split_kernel[(col_blocks, groups)](x, w_t, dy, mean, rstd, sums[0], sums[1], dx, dw_part, db_part, n_rows,
+                                               n_cols, n_segs, group_rows, x.stride(0), dy.stride(0), dx.stride(0),
+                                               ROWS=rows, BLOCK=block, SEGS=triton.next_power_of_2(n_segs),
+                                               HAS_W=has_w, HAS_B=has_b, num_warps=warps, **BWD_OPTIONS)
+    for part, out in ((dw_part, dw), (db_part, db)):
+        if out is not None:
+            column_sum(part, out)
+
+
 def launch_bwd(x, w, dy, mean, rstd, dx, dw, db) -> None:
     """dx, and dw / db where given, for 2-D x and dy; mean and rstd [rows] fp32."""
     n_rows, n_cols = x.shape
     has_w, has_b = w is not None, db is not None
     cfg = pick(BWD_TABLE, n_cols)
+    if cfg is None and triton.next_power_of_2(n_cols) >= SPLIT_BWD[0]:
+        launch_bwd_split(x, w, dy, mean, rstd, dx, dw, db)
+        return
     block, rows, warps, per_sm = cfg if cfg is not None else (LOOP_BWD[0], 1, *LOOP_BWD[1:])
     programs = _programs(x, per_sm, triton.cdiv(n_rows, rows))
     dw_part = torch.empty((programs, n_cols) if has_w else (1,), dtype=torch.float32, device=x.device)
@@ -273,8 +423,7 @@ def launch_bwd(x, w, dy, mean, rstd, dx, dw, db) -> None:
                                            **BWD_OPTIONS)
     for part, out in ((dw_part, dw), (db_part, db)):
         if out is not None:
-            _column_sum_kernel[(triton.cdiv(n_cols, DW_BLOCK),)](part, out, programs, n_cols, BLOCK=DW_BLOCK,
-                                                                 num_warps=4)
+            column_sum(part, out)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, cpu: bool = False) -> None:

@@ -7,7 +7,10 @@ code does). Short rows share a program ([ROWS, N] tiles); rows up to 16384 stay 
 wider rows take two passes over column blocks. Backward: a fixed grid of programs walks the row
 tiles, writes dx = rstd * (w*dy - xhat * mean(w*dy*xhat)) (+ the sum's own gradient) while keeping
 its share of dw = sum(dy * xhat) in fp32, and a second kernel sums the shares column-wise in a
-fixed order (deterministic, no atomics). A row stride is taken as it is.
+fixed order (deterministic, no atomics). Rows too wide for registers (16384 and up by default) are
+split: one kernel sums w*dy*xhat over column segments of each row, a second walks [rows, column
+block] tiles (dw kept in registers, one share per row group), then the shares are summed. A row
+stride is taken as it is.
 Order: launch tables -> kernels -> launchers -> custom ops -> public API -> ModelNew.
 """
 
@@ -29,10 +32,19 @@ LOOP_FWD = (4096, 8)  # (column block, num_warps)
 # Backward (widest padded row, rows per tile, num_warps, programs per SM). A program holds the tile
 # of x and dy twice (the next tile is loaded while this one is reduced): about 64 fp32 values a
 # thread at most; 8192 with 16 warps and one program per SM measured best of 1/2/4 on an H200.
+# 16384 does not fit: ptxas for sm_90 spills 248 (32 warps) or 536 (16 warps) bytes a thread.
 BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 8, 4),
              (2048, 1, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
-DW_BLOCK = 256  # columns per program when summing the dw shares
+# Rows past BWD_TABLE from this padded width up take the split backward instead of LOOP_BWD: the
+# looped kernel re-reads its row from L2 and read-modify-writes its fp32 dw share (n_cols floats a
+# program) for every row; at 65536 the shares alone are 34 MB of the 60 MB L2 (0.90 TB/s measured;
+# 1.37 at 16384). (narrowest padded width, column block, rows per tile, num_warps, programs per SM);
+# untimed: 2048 x 1 rows with 8 warps takes 117 registers (ptxas, sm_90), so two programs fit an SM.
+SPLIT_BWD = (16384, 2048, 1, 8, 2)
+DOT_BWD = (2048, 8)  # the split's row-dot kernel: (column block, num_warps); a segment is >= 1 block
+MAX_SEGMENTS = 64  # row segments summed by the split's dx kernel (segments widen past 64 blocks)
+DW_BLOCK = 256  # columns per program at most when summing the dw shares (4096 // DW_BLOCK shares a step)
 INTERPRETER_PROGRAMS = 3  # backward programs under the interpreter: several, so the tile loop runs
 
 
@@ -117,13 +129,14 @@ def _rms_bwd_kernel(x_ptr, w_ptr, dy_ptr, dres_ptr, rstd_ptr, dx_ptr, dw_part_pt
     mask = (rows < n_rows) & cmask
     x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
     dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
     for _tile in range(pid, n_tiles, programs):
-        # load the next tile while this one is reduced (the loop is latency-bound otherwise)
+        # load the next tile (and its rstd) while this one is reduced (the loop is latency-bound otherwise)
         next_rows = rows + programs.to(tl.int64) * ROWS
         next_mask = (next_rows < n_rows) & cmask
         x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
         dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+        rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
         xhat = x.to(tl.float32) * rstd
         dyf = dy.to(tl.float32)
         wdy = dyf * w if HAS_W else dyf
@@ -138,6 +151,7 @@ def _rms_bwd_kernel(x_ptr, w_ptr, dy_ptr, dres_ptr, rstd_ptr, dx_ptr, dw_part_pt
         mask = next_mask
         x = x_next
         dy = dy_next
+        rstd = rstd_next
     if HAS_W:
         tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
 
@@ -184,14 +198,85 @@ def _rms_bwd_looped_kernel(x_ptr, w_ptr, dy_ptr, dres_ptr, rstd_ptr, dx_ptr, dw_
 
 
 @triton.jit
-def _column_sum_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK: tl.constexpr):
-    # out[c] = sum_p part[p, c], summed in order p = 0, 1, ... (the same bits on every run)
-    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
+def _rms_bwd_dot_kernel(x_ptr, w_ptr, dy_ptr, rstd_ptr, dot_ptr, n_cols, n_segs, seg_cols, x_stride, dy_stride,
+                        BLOCK: tl.constexpr, HAS_W: tl.constexpr):
+    # dot[row, seg] = sum(w*dy*xhat) over the row's columns [seg * seg_cols, (seg + 1) * seg_cols)
+    row = tl.program_id(0).to(tl.int64)
+    seg = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
-    for p in range(0, n_parts):
-        acc += tl.load(part_ptr + p * n_cols + cols, mask=mask, other=0.0)
-    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    for start in range(seg * seg_cols, tl.minimum(seg * seg_cols + seg_cols, n_cols), BLOCK):
+        mask = start + cols < n_cols
+        x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+        wdy = tl.load(dy_ptr + row * dy_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            wdy = wdy * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        acc += wdy * x
+    tl.store(dot_ptr + row * n_segs + seg, tl.sum(acc, axis=0) * tl.load(rstd_ptr + row))
+
+
+@triton.jit
+def _rms_bwd_split_kernel(x_ptr, w_ptr, dy_ptr, dres_ptr, rstd_ptr, dot_ptr, dx_ptr, dw_part_ptr, n_rows, n_cols,
+                          n_segs, group_rows, x_stride, dy_stride, dres_stride, dx_stride, ROWS: tl.constexpr,
+                          BLOCK: tl.constexpr, SEGS: tl.constexpr, HAS_W: tl.constexpr, HAS_DRES: tl.constexpr):
+    # program (column block, row group): dx of its [group_rows, BLOCK] strip, ROWS rows a step, with
+    # c = mean(w*dy*xhat) from the row's segment dots; its share of dw stays in registers
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]
+    cmask = cols < n_cols
+    segs = tl.arange(0, SEGS)[None, :]
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    dw = tl.zeros([ROWS, BLOCK], tl.float32)
+    group = tl.program_id(1)
+    first = group.to(tl.int64) * group_rows  # int64: row * stride may pass 2**31
+    end = tl.minimum(first + group_rows, n_rows)
+    rows = first + tl.arange(0, ROWS)[:, None]
+    mask = (rows < end) & cmask
+    x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
+    dots = tl.load(dot_ptr + rows * n_segs + segs, mask=(rows < end) & (segs < n_segs), other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < end, other=0.0)
+    for _step in range(0, tl.cdiv(group_rows, ROWS)):
+        # load the next tile while this one is reduced
+        next_rows = rows + ROWS
+        next_mask = (next_rows < end) & cmask
+        x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
+        dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
+        dots_next = tl.load(dot_ptr + next_rows * n_segs + segs, mask=(next_rows < end) & (segs < n_segs), other=0.0)
+        rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < end, other=0.0)
+        xhat = x.to(tl.float32) * rstd
+        dyf = dy.to(tl.float32)
+        wdy = dyf * w if HAS_W else dyf
+        c = tl.sum(dots, axis=1)[:, None] / n_cols
+        dx = (wdy - xhat * c) * rstd
+        if HAS_DRES:
+            dx += tl.load(dres_ptr + rows * dres_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + rows * dx_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if HAS_W:
+            dw += dyf * xhat
+        rows = next_rows
+        mask = next_mask
+        x = x_next
+        dy = dy_next
+        dots = dots_next
+        rstd = rstd_next
+    if HAS_W:
+        tl.store(dw_part_ptr + group.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
+
+
+@triton.jit
+def _column_sum_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK: tl.constexpr):
+    # out[c] = sum_p part[p, c]: [PARTS, BLOCK] tiles (PARTS loads in flight a step), slot i summing
+    # parts i, i + PARTS, ... in order, then the slots in a fixed tree (the same bits on every run)
+    PARTS: tl.constexpr = 4096 // BLOCK
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]
+    parts = tl.arange(0, PARTS)[:, None]
+    cmask = cols < n_cols
+    acc = tl.zeros([PARTS, BLOCK], tl.float32)
+    for p in range(0, n_parts, PARTS):
+        acc += tl.load(part_ptr + (p + parts).to(tl.int64) * n_cols + cols, mask=cmask & (p + parts < n_parts),
+                       other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0)[None, :].to(out_ptr.dtype.element_ty), mask=cmask)
 
 
 # --------------------------------------------------------------------------------------- launchers
@@ -234,11 +319,55 @@ def launch_fwd(x, residual, w, y, s, rstd, eps: float) -> None:
                                           num_warps=warps)
 
 
+def column_sum(part: torch.Tensor, out: torch.Tensor) -> None:
+    """out = part.sum(0) in a fixed order: columns split so that narrow rows still get many programs."""
+    n_parts, n_cols = part.shape
+    block = max(16, min(DW_BLOCK, triton.next_power_of_2(triton.cdiv(n_cols, 64))))
+    _column_sum_kernel[(triton.cdiv(n_cols, block),)](part, out, n_parts, n_cols, BLOCK=block, num_warps=4)
+
+
+def split_segments(n_cols: int) -> tuple[int, int]:
+    """(columns a segment, segments) of the split backward's row dots: whole DOT_BWD blocks, at most
+    MAX_SEGMENTS of them."""
+    seg = DOT_BWD[0] * triton.cdiv(triton.cdiv(n_cols, DOT_BWD[0]), MAX_SEGMENTS)
+    return seg, triton.cdiv(n_cols, seg)
+
+
+def launch_bwd_split(x, w, dy, dres, rstd, dx, dw) -> None:
+    """launch_bwd for rows too wide for registers: row dots by segments, then [rows, block] tiles."""
+    n_rows, n_cols = x.shape
+    has_w, has_dres = w is not None, dres is not None
+    _, block, rows, warps, per_sm = SPLIT_BWD
+    block = min(block, triton.next_power_of_2(n_cols))
+    seg, n_segs = split_segments(n_cols)
+    dots = torch.empty((n_rows, n_segs), dtype=torch.float32, device=x.device)
+    w_t = w if has_w else x
+    _rms_bwd_dot_kernel[(n_rows, n_segs)](x, w_t, dy, rstd, dots, n_cols, n_segs, seg, x.stride(0), dy.stride(0),
+                                          BLOCK=min(DOT_BWD[0], triton.next_power_of_2(n_cols)), HAS_W=has_w,
+                                          num_warps=DOT_BWD[1])
+    col_blocks = triton.cdiv(n_cols, block)
+    groups = _programs(x, per_sm, triton.cdiv(n_rows, rows) * col_blocks)
+    groups = max(1, min(triton.cdiv(n_rows, rows), triton.cdiv(groups, col_blocks)))
+    group_rows = triton.cdiv(n_rows, groups)
+    groups = triton.cdiv(n_rows, group_rows)  # no empty group
+    dw_part = torch.empty((groups, n_cols) if has_w else (1,), dtype=torch.float32, device=x.device)
+    dres_t = dres if has_dres else dy
+    _rms_bwd_split_kernel[(col_blocks, groups)](x, w_t, dy, dres_t, rstd, dots, dx, dw_part, n_rows, n_cols, n_segs,
+                                                group_rows, x.stride(0), dy.stride(0), dres_t.stride(0), dx.stride(0),
+                                                ROWS=rows, BLOCK=block, SEGS=triton.next_power_of_2(n_segs),
+                                                HAS_W=has_w, HAS_DRES=has_dres, num_warps=warps)
+    if has_w:
+        column_sum(dw_part, dw)
+
+
 def launch_bwd(x, w, dy, dres, rstd, dx, dw) -> None:
     """dx (plus dres when given) and dw (when w is given) for 2-D x and dy; rstd [rows] fp32."""
     n_rows, n_cols = x.shape
     has_w, has_dres = w is not None, dres is not None
     cfg = pick(BWD_TABLE, n_cols)
+    if cfg is None and triton.next_power_of_2(n_cols) >= SPLIT_BWD[0]:
+        launch_bwd_split(x, w, dy, dres, rstd, dx, dw)
+        return
     block, rows, warps, per_sm = cfg if cfg is not None else (LOOP_BWD[0], 1, *LOOP_BWD[1:])
     programs = _programs(x, per_sm, triton.cdiv(n_rows, rows))
     dw_part = torch.empty((programs, n_cols) if has_w else (1,), dtype=torch.float32, device=x.device)
@@ -250,8 +379,7 @@ def launch_bwd(x, w, dy, dres, rstd, dx, dw) -> None:
     else:
         _rms_bwd_looped_kernel[(programs,)](*args, BLOCK=block, HAS_W=has_w, HAS_DRES=has_dres, num_warps=warps)
     if has_w:
-        _column_sum_kernel[(triton.cdiv(n_cols, DW_BLOCK),)](dw_part, dw, programs, n_cols, BLOCK=DW_BLOCK,
-                                                             num_warps=4)
+        column_sum(dw_part, dw)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None = None,
