@@ -6,7 +6,10 @@
 #                                                                          bundles together exceed 64 MiB)
 # STEPs: doctor probe tests examples cost timing imports sanprobe peers agent confine ccost rowwise losses attention
 #        clicost audit batch (default: doctor tests examples cost timing peers). `audit` reads KernelBench's level
-#        folders from .kb/KernelBench (carry .kb); clicost and batch need the .whl bundle (mcp, langgraph).
+#        folders from .kb/KernelBench (carry .kb); clicost needs the .whl bundle (mcp). `batch` needs only
+#        sqlite-utils: put its three wheels in the CuTe DSL bundle so that CuTe DSL candidates run too
+#        (cp .whl/{sqlite_utils,sqlite_fts4,click_default_group}-*.whl .carry/whl/); 19 verifications of
+#        about 20 s each want BATCH_LIMIT=540 in a call of their own.
 # EXAMPLES_ONLY picks examples by path fragment, COST_CASES the verifier-cost cases (imports, small, large). TEST_PATHS / TEST_PATHS2 pick what `tests` / `tests2` run; PROBE lists OP:KERNEL[:flags] pairs for `probe` (benchmarks/probes/gpu_probe.py).
 set -uo pipefail
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
