@@ -86,12 +86,16 @@ def current_job() -> Job | None:
 
 class GpuGate:
     """A readers-writer lock on the GPU, across threads and processes: `held()` alone (timing), `held(shared=
-    True)` beside other holders of the shared lock (checks). Every holder opens the lock file anew, so
-    threads of one process exclude each other like processes do (flock works per open file)."""
+    True)` beside other holders of the shared lock (checks). Every holder opens the lock files anew, so
+    threads of one process exclude each other like processes do (flock works per open file). Writers come
+    first: every taker passes through a second, exclusive "turnstile" lock, which a waiting writer keeps
+    until it has the GPU, so new checks queue behind a timing that waits (flock alone would let a stream
+    of checks keep it waiting for ever)."""
 
     def __init__(self, path: Path | None = None):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
         self.path = path or home() / "locks" / f"gpu-{visible}.lock"
+        self.turnstile = self.path.with_name(self.path.name + ".turnstile")
 
     @staticmethod
     def needed(mode: str, request: Any) -> bool:
@@ -102,12 +106,18 @@ class GpuGate:
     def take(self, shared: bool = False) -> int:
         """An open descriptor holding the lock (blocks until it is had); give it back with `give`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        door = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = -1
         try:
+            fcntl.flock(door, fcntl.LOCK_EX)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         except BaseException:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             raise
+        finally:
+            os.close(door)  # closing the descriptor lets the next taker through
         return fd
 
     @staticmethod

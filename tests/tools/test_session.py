@@ -143,6 +143,37 @@ def test_shared_waits_while_someone_is_timed(tmp_path):
     t.join()
 
 
+def test_a_waiting_timing_goes_before_checks_that_come_later(tmp_path):
+    """Writers first: a check arriving while a timing waits queues behind it (flock alone lets a stream of
+    checks starve the timing, whose wait is not counted against its worker's time limit)."""
+    gate = GpuGate(tmp_path / "gpu.lock")
+    first = gate.take(shared=True)
+    order: list[str] = []
+
+    def timing() -> None:
+        fd = gate.take()
+        order.append("timing")
+        gate.give(fd)
+
+    def late_check() -> None:
+        fd = gate.take(shared=True)
+        order.append("check")
+        gate.give(fd)
+
+    t = threading.Thread(target=timing, daemon=True)
+    c = threading.Thread(target=late_check, daemon=True)
+    try:
+        t.start()
+        assert not _joined(t, 0.3)              # waits for the first check
+        c.start()
+        late_slipped_in = _joined(c, 0.3)
+    finally:
+        gate.give(first)
+    assert not late_slipped_in, "a later check does not slip in ahead of the waiting timing"
+    assert _joined(t, 30) and _joined(c, 30)
+    assert order == ["timing", "check"]
+
+
 def test_timing_turn_trades_shared_for_exclusive_and_ends_clean(tmp_path):
     gate = LoggedGate(tmp_path / "gpu.lock")
     turn = TimingTurn(gate)

@@ -193,13 +193,13 @@ class Worker:
         if on_constructed is not None:
             threading.Thread(target=self._await_marker, daemon=True,
                              args=(out_dir / CONSTRUCTED_FILE, on_constructed, stop, None, delivered)).start()
-        queue = _Queueing()  # the time spent waiting for a timing turn does not count against `timeout`
+        queue = _Queueing()  # time waiting for a timing turn does not count against `timeout` (up to `timeout`)
         if on_timing is not None:
             threading.Thread(target=self._await_marker, daemon=True,
                              args=(out_dir / TIMING_WANTED_FILE, self._turn(on_timing, queue), stop, delivered)
                              ).start()
         try:
-            while not _waited(self.proc, timeout + queue.seconds() - (time.monotonic() - t0)):
+            while not _waited(self.proc, timeout + min(queue.seconds(), timeout) - (time.monotonic() - t0)):
                 pass
         except subprocess.TimeoutExpired:
             status = "timeout"

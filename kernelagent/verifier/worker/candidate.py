@@ -277,8 +277,9 @@ class CandidateRunner:
             res = self.call(data["inputs"], data.get("grad_outputs"), poison="nan")
             self.save(f"cand_{trial['id']}", res)
             if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
-                self.save(f"sentinel_{trial['id']}", self.call(data["inputs"], data.get("grad_outputs"),
-                                                               poison="sentinel"))
+                again = self.call(data["inputs"], data.get("grad_outputs"), poison="sentinel")
+                self.save(f"sentinel_{trial['id']}", again)
+                self.facts.probe_calls[f"sentinel_{trial['id']}"] = again["facts"]
             self.facts.trials[trial["id"]] = res["facts"]
         self.load_state(0)
 

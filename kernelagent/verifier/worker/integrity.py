@@ -21,27 +21,43 @@ _SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
 _COPY_OPS = {"clone": (0, "out"), "_to_copy": (0, "out"), "to": (0, "out"), "contiguous": (0, "out"),
              "lift_fresh_copy": (0, "out"), "copy_": (1, 0), "_copy_from": (0, 1), "_copy_from_and_resize": (0, 1)}
 _active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
-_interpreting = [0]   # interpreter launches under way: the host reads they make are the interpreter's own
 _reading = [0]        # a counted host read under way (tensor.__array__ calls tensor.numpy: one read)
-# methods that hand a tensor's (or storage's) values to Python or NumPy on the host
-_HOST_READS = (("Tensor", "numpy"), ("Tensor", "__array__"), ("Tensor", "tolist"), ("Tensor", "__dlpack__"),
-               ("UntypedStorage", "tolist"), ("TypedStorage", "tolist"))
+# what hands a tensor's (or storage's) values to Python, NumPy or bytes on the host: (owner, attribute); the
+# value read is the first argument (a tensor, a storage, or for torch.save anything holding them)
+_HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch.Tensor", "tolist"),
+               ("torch.Tensor", "__dlpack__"), ("torch.UntypedStorage", "tolist"),
+               ("torch.TypedStorage", "tolist"), ("torch.UntypedStorage", "__reduce__"),
+               ("torch.UntypedStorage", "__reduce_ex__"), ("torch.TypedStorage", "__reduce__"),
+               ("torch.TypedStorage", "__reduce_ex__"), ("torch.utils.dlpack", "to_dlpack"),
+               ("torch._C", "_to_dlpack"), ("torch", "save"), ("torch.serialization", "save"))
 
 
 def count_host_reads() -> None:
-    """Wrap the host-read methods so that a read inside a recorder adds its bytes to that recorder. Called
-    before the guard's snapshot (torch.Tensor is watched: a candidate putting an original back is seen).
-    On the CPU this is how host compute shows at all: NumPy reads a CPU tensor in place, with no copy."""
+    """Wrap the host reads so that one inside a recorder adds its bytes to that recorder. Called before the
+    guard's snapshot (torch and torch.Tensor are watched: a candidate putting an original back is seen). On
+    the CPU this is how host compute shows at all: NumPy reads a CPU tensor in place, with no copy. The
+    Triton interpreter makes none of these reads itself (it works on the tensors' memory through their
+    addresses), so none is exempt: a grid function or a hook reading values is seen like forward."""
+    import torch.serialization  # noqa: F401 - the attributes wrapped below
+    import torch.utils.dlpack  # noqa: F401
+
     for owner_name, name in _HOST_READS:
-        owner = getattr(torch, owner_name)
+        owner = _resolve(owner_name)
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
             setattr(owner, name, _counted(original))
 
 
+def _resolve(dotted: str) -> Any:
+    obj: Any = torch
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
 def _counted(original: Any) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active and not _interpreting[0] and not _reading[0]:
+        if _active and not _reading[0]:
             _active[-1].transfers.host_read_bytes += _nbytes(self)
         _reading[0] += 1
         try:
@@ -55,13 +71,19 @@ def _counted(original: Any) -> Any:
     return read
 
 
-def _nbytes(value: Any) -> int:
+def _nbytes(value: Any, depth: int = 0) -> int:
+    """The bytes of the tensors and storages in `value` (containers looked into a few levels deep)."""
     try:
         if isinstance(value, torch.Tensor):
             return int(value.numel() * value.element_size())
-        return int(value.nbytes())
-    except (RuntimeError, TypeError, AttributeError):
+        if isinstance(value, (torch.UntypedStorage, torch.TypedStorage)):
+            return int(value.nbytes())
+        if depth < 4 and isinstance(value, (list, tuple, dict)):
+            items = value.values() if isinstance(value, dict) else value
+            return sum(_nbytes(v, depth + 1) for v in list(items)[:1024])
+    except (RuntimeError, TypeError, AttributeError, ValueError):
         return 0
+    return 0
 
 
 def storage_of(value: Any) -> int:
@@ -131,7 +153,7 @@ class OpRecorder(TorchDispatchMode):
         self.ops[name] += 1
         if self.stream is not None and _current_stream() != self.stream:
             self.transfers.foreign_streams += 1
-        if base in _SCALAR_OPS and not _interpreting[0]:  # any device: values read element by element
+        if base in _SCALAR_OPS:  # any device: values read element by element
             self.transfers.scalar_reads += 1
         body = _python_body(func, args)
         if body is not None:  # a torch.library op written in Python: its body is judged like forward
@@ -271,16 +293,12 @@ class LaunchCounter:
             counter = self
 
             def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001
-                _interpreting[0] += 1
-                try:
-                    if not warmup:
-                        mark_launched(args, kwargs)
-                        counter.stats["triton_launches"] += 1
-                        counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
-                        counter.note_launch(describe_launch(fn_self, args, kwargs))
-                    return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
-                finally:
-                    _interpreting[0] -= 1
+                if not warmup:
+                    mark_launched(args, kwargs)
+                    counter.stats["triton_launches"] += 1
+                    counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
+                    counter.note_launch(describe_launch(fn_self, args, kwargs))
+                return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
 
             InterpretedFunction.run = run
             return
