@@ -25,6 +25,7 @@ import fcntl
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,7 +95,7 @@ class GpuGate:
 
     def __init__(self, path: Path | None = None):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
-        self.path = path or home() / "locks" / f"gpu-{visible}.lock"
+        self.path = path or _lock_dir() / f"gpu-{visible}.lock"
         self.turnstile = self.path.with_name(self.path.name + ".turnstile")
 
     @staticmethod
@@ -103,15 +104,19 @@ class GpuGate:
         get = request.get if isinstance(request, dict) else lambda k, d=None: getattr(request, k, d)
         return mode == "cuda" and str(get("role")) in _TIMED_ROLES and bool(get("timing"))
 
-    def take(self, shared: bool = False) -> int:
-        """An open descriptor holding the lock (blocks until it is had); give it back with `give`."""
+    def take(self, shared: bool = False, give_up: Callable[[], bool] | None = None) -> int:
+        """An open descriptor holding the lock, or -1 once `give_up()` says so while waiting (a run that ended
+        or a job cancelled meanwhile); give it back with `give`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         door = os.open(self.turnstile, os.O_RDWR | os.O_CREAT, 0o600)
         fd = -1
         try:
-            fcntl.flock(door, fcntl.LOCK_EX)
+            if not _flock(door, fcntl.LOCK_EX, give_up):
+                return -1
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            if not _flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, give_up):
+                os.close(fd)
+                return -1
         except BaseException:
             if fd >= 0:
                 os.close(fd)
@@ -122,37 +127,70 @@ class GpuGate:
 
     @staticmethod
     def give(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        if fd >= 0:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     @contextlib.contextmanager
-    def held(self, shared: bool = False) -> Iterator[None]:
-        fd = self.take(shared)
+    def held(self, shared: bool = False, give_up: Callable[[], bool] | None = None) -> Iterator[None]:
+        fd = self.take(shared, give_up)
+        if fd < 0:
+            raise Cancelled("cancelled while waiting for the GPU")
         try:
             yield
         finally:
             self.give(fd)
 
 
+def _flock(fd: int, how: int, give_up: Callable[[], bool] | None) -> bool:
+    """Take a flock; with `give_up`, by polling, so that a waiter can stop waiting."""
+    if give_up is None:
+        fcntl.flock(fd, how)
+        return True
+    while True:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if give_up():
+                return False
+            time.sleep(0.005)
+
+
+def _lock_dir() -> Path:
+    """Where the gate's lock files live: a local RAM-backed folder when there is one (flock between the
+    threads of one process is only sound on a local file system; a home folder may be on NFS)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm / f"kernelagent-locks-{os.getuid()}"
+    return home() / "locks"
+
+
 class TimingTurn:
     """One candidate run's hold on the gate: shared while it is checked, exclusive from its timing turn on,
     nothing once the run is over (also when the turn is granted late, after the worker died)."""
 
-    def __init__(self, gate: GpuGate):
+    def __init__(self, gate: GpuGate, cancelled: Callable[[], bool] | None = None):
         self.gate = gate
         self._lock = threading.Lock()
-        self._fd: int | None = gate.take(shared=True)
         self._over = False
+        fd = gate.take(shared=True, give_up=cancelled)
+        if fd < 0:
+            raise Cancelled("cancelled while waiting for the GPU")
+        self._fd: int | None = fd
 
     def exclusive(self) -> None:
-        """Trade the shared lock for the exclusive one (called from the pool's watcher thread)."""
+        """Trade the shared lock for the exclusive one (called from the pool's watcher thread); gives up
+        waiting once the run is over."""
         with self._lock:
             if self._over:
                 return
             fd, self._fd = self._fd, None
         if fd is not None:
             self.gate.give(fd)
-        fd = self.gate.take()
+        fd = self.gate.take(give_up=lambda: self._over)
+        if fd < 0:
+            return
         with self._lock:
             if not self._over:
                 self._fd, fd = fd, None
@@ -179,10 +217,12 @@ class GatedWorker:
     def run(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         if not self._gate.needed(self._worker.mode, request):
             return self._worker.run(request, *args, **kwargs)
+        job = current_job()
+        cancelled = job.cancelled.is_set if job is not None else None
         if not _checks_first(request):
-            with self._gate.held():
+            with self._gate.held(give_up=cancelled):
                 return self._worker.run(request, *args, **kwargs)
-        turn = TimingTurn(self._gate)
+        turn = TimingTurn(self._gate, cancelled)
         try:
             return self._worker.run(dataclasses.replace(request, timing_turn=True), *args,
                                     on_timing=turn.exclusive, **kwargs)

@@ -252,6 +252,7 @@ class Verifier:
             report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
             report.metrics["cost_notes"] = _cost_notes(res)
         except Exception as e:  # noqa: BLE001 - the judge failing on what the worker left rejects, never accepts
+            base.blame = "verifier"
             return self._reject(base, stages, "internal_error", f"no verdict could be made from what the candidate's "
                                 f"worker left: {type(e).__name__}: {str(e)[:200]}", t0, traceback.format_exc()[-1500:])
         finally:

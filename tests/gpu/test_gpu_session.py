@@ -25,16 +25,19 @@ class _Logged(GpuGate):
         self._kinds: dict[int, str] = {}
         self._guard = threading.Lock()
 
-    def take(self, shared: bool = False) -> int:
-        fd = super().take(shared)
+    def take(self, shared: bool = False, give_up=None) -> int:
+        fd = super().take(shared, give_up)
+        if fd < 0:
+            return fd
         with self._guard:
             self._kinds[fd] = "SH" if shared else "EX"
             self.log.append((self._kinds[fd], 1))
         return fd
 
     def give(self, fd: int) -> None:
-        with self._guard:
-            self.log.append((self._kinds.pop(fd), -1))
+        if fd >= 0:
+            with self._guard:
+                self.log.append((self._kinds.pop(fd), -1))
         super().give(fd)
 
 

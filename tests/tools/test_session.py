@@ -4,6 +4,7 @@ processes), a candidate's timing turn, cancellable jobs, and the gated worker pr
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -95,16 +96,19 @@ class LoggedGate(GpuGate):
         self.kinds: dict[int, str] = {}
         self._guard = threading.Lock()
 
-    def take(self, shared=False):
-        fd = super().take(shared)
+    def take(self, shared=False, give_up=None):
+        fd = super().take(shared, give_up)
+        if fd < 0:
+            return fd
         with self._guard:
             self.kinds[fd] = "SH" if shared else "EX"
             self.log.append((self.kinds[fd], +1))
         return fd
 
     def give(self, fd):
-        with self._guard:
-            self.log.append((self.kinds.pop(fd), -1))
+        if fd >= 0:
+            with self._guard:
+                self.log.append((self.kinds.pop(fd), -1))
         super().give(fd)
 
     def holding(self) -> dict[str, int]:
@@ -274,3 +278,41 @@ def test_session_pool_runs_are_gated_by_the_workers_and_starts_share_the_gate(tm
         with pool.gpu_quiet():         # several may start at once
             assert gate.holding() == {"SH": 2, "EX": 0}
     assert gate.holding() == {"SH": 0, "EX": 0}
+
+
+def test_a_cancelled_job_stops_waiting_for_the_gate(tmp_path):
+    gate = LoggedGate(tmp_path / "gpu.lock")
+    busy = gate.take()                      # someone is timed
+    cancelled = threading.Event()
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.append(gate.take(shared=True, give_up=cancelled.is_set)), daemon=True)
+    try:
+        t.start()
+        assert not _joined(t, 0.2)
+        cancelled.set()
+        assert _joined(t, 30) and got == [-1], "it stopped waiting and holds nothing"
+        with pytest.raises(Cancelled):
+            TimingTurn(gate, cancelled=lambda: True)
+        with pytest.raises(Cancelled), gate.held(give_up=lambda: True):
+            pass
+    finally:
+        gate.give(busy)
+    assert gate.holding() == {"SH": 0, "EX": 0}
+
+
+def test_lock_files_live_on_a_local_file_system():
+    gate = GpuGate()
+    if os.access("/dev/shm", os.W_OK):
+        assert str(gate.path).startswith("/dev/shm/kernelagent-locks-")
+
+
+def test_a_limit_spent_waiting_for_the_gpu_is_not_the_candidates():
+    from kernelagent.verifier.judge.verdict import _dead_worker
+    from kernelagent.verifier.options import VerifyOptions
+    from kernelagent.verifier.report import Report
+    from kernelagent.verifier.sandbox.pool import WorkerResult
+
+    busy = _dead_worker(Report(), [], WorkerResult(status="gpu_busy"), VerifyOptions(timeout=30))
+    assert busy.category == "internal_error" and busy.blame == "verifier" and "busy" in busy.message
+    late = _dead_worker(Report(), [], WorkerResult(status="timeout"), VerifyOptions(timeout=30))
+    assert late.category == "timeout" and late.blame == "candidate"

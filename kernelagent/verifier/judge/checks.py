@@ -91,6 +91,8 @@ class Judge:
             return None
         try:
             data = self._load(path)
+        except (MemoryError, OSError, torch.cuda.OutOfMemoryError):
+            raise  # this process's own trouble (memory, disk), not the file's: an internal error, not blame
         except Exception as e:  # noqa: BLE001 - whatever a forged file makes the loader raise (RecursionError too)
             return self._forged(name, f"it does not load ({type(e).__name__})")
         if not _as_written(name, data):
@@ -127,8 +129,8 @@ class Judge:
         for tid, t in f.trials.items():
             self._trial_facts(int(tid), t)
         first = self.meta["trials"][0]["id"] if self.meta.get("trials") else -1
-        for t in f.probe_calls.values():  # the probes' calls run on trial 0's inputs, and are held to the same rules
-            self._trial_facts(first, t)
+        for name, t in f.probe_calls.items():  # held to the same rules as the trials, on their trials' inputs
+            self._trial_facts(_probe_trial(name, first), t)
 
     def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
         """The recorded ops that computed; library ops whose Python bodies the recorder ran (and recorded
@@ -378,6 +380,12 @@ class Judge:
         if self.load_device == "cuda":
             torch.cuda.empty_cache()  # the next candidate's worker needs the memory more than our cache
         return self.j
+
+
+def _probe_trial(name: str, first: int) -> int:
+    """The trial whose inputs a probe call ran on: `sentinel_<id>` re-runs trial <id>; the others trial 0."""
+    head, _, tid = name.partition("_")
+    return int(tid) if head == "sentinel" and tid.isdigit() else first
 
 
 def _as_written(name: str, data: Any) -> bool:

@@ -47,6 +47,12 @@ def _dead_worker(base: Report, stages: list[Stage], res: WorkerResult, options: 
     if res.status == "timeout":
         msg = f"the candidate ran past the {options.timeout:.0f} s limit (killed with its process group)"
         category = "timeout"
+    elif res.status == "gpu_busy":
+        msg = (f"the GPU stayed busy with other verifications past the {options.timeout:.0f} s limit while the "
+               "candidate waited for its turn to be timed; try again, or with a longer --timeout")
+        stages.append(Stage("run", "failed", round(res.seconds, 3), msg))
+        base.blame = "verifier"
+        return _done(base, stages, "internal_error", msg)
     elif res.status == "forged":
         msg = ("the worker's result was not the verifier's: the candidate wrote it (or wrote one and ended the "
                "process before the verifier could)")

@@ -242,12 +242,16 @@ def _relay(pid: int, report: int, parent: int) -> None:
 
 def _wait_watching_parent(pid: int, report: int, parent: int) -> int:
     """PID 1's wait status; PID 1 is killed first if this launcher gets a new parent (the old one died).
-    PID 1 holds the write end of `report` until it ends, so the pipe wakes this loop at once; between
-    wake-ups the parent is looked at. (PR_SET_PDEATHSIG follows the thread that forked the launcher, and
-    pools start workers from threads that end early; a process that left its pid namespace may start no
-    thread.)"""
+    A descriptor of PID 1 itself (pidfd) wakes this loop the moment it ends, and nothing PID 1's descendants
+    write can fake that (where pidfds are missing, PID 1's status pipe does it); between wake-ups the
+    parent is looked at. (PR_SET_PDEATHSIG follows the thread that forked the launcher, and pools start
+    workers from threads that end early; a process that left its pid namespace may start no thread.)"""
+    try:
+        wake = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        wake = report
     killed = False
-    while not select.select([report], [], [], PARENT_POLL_S)[0]:
+    while not select.select([wake], [], [], PARENT_POLL_S)[0]:
         if not killed and os.getppid() != parent:
             try:
                 os.kill(pid, _signal.SIGKILL)

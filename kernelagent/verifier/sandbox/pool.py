@@ -62,23 +62,25 @@ class _Queueing:
         since = self._since
         return self._done + (time.monotonic() - since if since is not None else 0.0)
 
+    def waiting(self) -> bool:
+        return self._since is not None
+
 
 def _waited(proc: subprocess.Popen, left: float) -> bool:
-    """Whether `proc` ended within min(left, 1 s); TimeoutExpired once `left` is spent."""
+    """Whether `proc` ended within min(left, 1 s); TimeoutExpired once `left` is spent (the caller works
+    `left` out anew every round, so time added meanwhile counts)."""
     if left <= 0:
         raise subprocess.TimeoutExpired(proc.args, 0)
     try:
         proc.wait(timeout=min(left, 1.0))
     except subprocess.TimeoutExpired:
-        if left > 1.0:
-            return False
-        raise
+        return False
     return True
 
 
 @dataclass
 class WorkerResult:
-    status: str                     # ok | timeout | crashed | oom
+    status: str                     # ok | timeout | gpu_busy | crashed | oom | forged
     result: dict[str, Any] = field(default_factory=dict)
     returncode: int | None = None
     seconds: float = 0.0
@@ -196,13 +198,13 @@ class Worker:
         queue = _Queueing()  # time waiting for a timing turn does not count against `timeout` (up to `timeout`)
         if on_timing is not None:
             threading.Thread(target=self._await_marker, daemon=True,
-                             args=(out_dir / TIMING_WANTED_FILE, self._turn(on_timing, queue), stop, delivered)
+                             args=(out_dir / TIMING_WANTED_FILE, self._turn(on_timing, queue, stop), stop, delivered)
                              ).start()
         try:
             while not _waited(self.proc, timeout + min(queue.seconds(), timeout) - (time.monotonic() - t0)):
                 pass
         except subprocess.TimeoutExpired:
-            status = "timeout"
+            status = "gpu_busy" if queue.waiting() else "timeout"  # the wait for a turn was not the candidate's
             kill_group(self.proc)
         except BaseException:  # Ctrl-C or the caller failing: never leave a candidate running behind
             kill_group(self.proc)
@@ -254,11 +256,16 @@ class Worker:
                     then.set()
                 return
 
-    def _turn(self, on_timing: Callable[[], None], queue: _Queueing) -> Callable[[], None]:
+    def _turn(self, on_timing: Callable[[], None], queue: _Queueing, stop: threading.Event) -> Callable[[], None]:
         def give() -> None:
             with queue:
                 on_timing()
-            (self.in_dir / TIMING_TURN_FILE).write_text("")
+            if stop.is_set():
+                return  # the run ended while this waited: its folders may be gone
+            try:
+                (self.in_dir / TIMING_TURN_FILE).write_text("")
+            except OSError:
+                pass
         return give
 
     def _watch(self, limit_mb: int, stop: threading.Event, oom: threading.Event, note: dict[str, Any]) -> None:

@@ -40,6 +40,7 @@ from kernelagent.verifier.worker.outputs import OutputError, check_outputs
 
 _HEAVY_MODULES = ("torch._dynamo", "torch._inductor", "cutlass")
 DELIVERY_WAIT_S = 600.0
+TURN_WAIT_S = 7200.0  # the parent bounds the wait for a timing turn itself (its limit, extended by the queue)
 
 _perf = time.perf_counter
 _sleep = time.sleep
@@ -389,10 +390,13 @@ class CandidateRunner:
     def wait_for_timing_turn(self) -> None:
         """Checks share the GPU with other workers' checks; timing has it alone. Say so once this worker's
         own GPU work is finished, then wait for the parent's word in the read-only `-in` folder."""
-        torch.cuda.synchronize()
+        try:
+            torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001 - the candidate's own GPU work failed (a sticky fault)
+            raise _failure(e, self.req.candidate, "the GPU work forward left behind failed") from e
         t = _perf()
         (self.out / P.TIMING_WANTED_FILE).write_text("1")
-        turn, deadline = self.inbox / P.TIMING_TURN_FILE, t + DELIVERY_WAIT_S
+        turn, deadline = self.inbox / P.TIMING_TURN_FILE, t + TURN_WAIT_S
         while not turn.exists():
             if _perf() > deadline:
                 raise RuntimeError("the parent never gave this worker its turn to be timed")

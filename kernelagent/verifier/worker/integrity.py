@@ -21,7 +21,7 @@ _SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
 _COPY_OPS = {"clone": (0, "out"), "_to_copy": (0, "out"), "to": (0, "out"), "contiguous": (0, "out"),
              "lift_fresh_copy": (0, "out"), "copy_": (1, 0), "_copy_from": (0, 1), "_copy_from_and_resize": (0, 1)}
 _active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
-_reading = [0]        # a counted host read under way (tensor.__array__ calls tensor.numpy: one read)
+_reading: set[int] = set()  # ids of values whose read is being counted (x.__array__ calls x.numpy: one read)
 # what hands a tensor's (or storage's) values to Python, NumPy or bytes on the host: (owner, attribute); the
 # value read is the first argument (a tensor, a storage, or for torch.save anything holding them)
 _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch.Tensor", "tolist"),
@@ -29,23 +29,37 @@ _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch
                ("torch.TypedStorage", "tolist"), ("torch.UntypedStorage", "__reduce__"),
                ("torch.UntypedStorage", "__reduce_ex__"), ("torch.TypedStorage", "__reduce__"),
                ("torch.TypedStorage", "__reduce_ex__"), ("torch.utils.dlpack", "to_dlpack"),
-               ("torch._C", "_to_dlpack"), ("torch", "save"), ("torch.serialization", "save"))
+               ("torch._C", "_to_dlpack"), ("torch._C", "_to_dlpack_versioned"), ("torch", "save"),
+               ("torch.serialization", "save"))
+_DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versioned"})  # CPU data only
+_ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 
 
 def count_host_reads() -> None:
-    """Wrap the host reads so that one inside a recorder adds its bytes to that recorder. Called before the
-    guard's snapshot (torch and torch.Tensor are watched: a candidate putting an original back is seen). On
-    the CPU this is how host compute shows at all: NumPy reads a CPU tensor in place, with no copy. The
-    Triton interpreter makes none of these reads itself (it works on the tensors' memory through their
-    addresses), so none is exempt: a grid function or a hook reading values is seen like forward."""
+    """Wrap the host reads so that one inside a recorder adds its bytes to that recorder; every other name
+    the same function has in torch's namespaces (torch.to_dlpack is torch._C._to_dlpack) is wrapped too.
+    Called before the guard's snapshot (torch and torch.Tensor are watched: a candidate putting an original
+    back is seen). On the CPU this is how host compute shows at all: NumPy reads a CPU tensor in place, with
+    no copy. A DLPack export of a GPU tensor reveals nothing on the host (CuTe DSL launches make one per
+    tensor); a copy to the host is counted by the recorder. The Triton interpreter makes none of these reads
+    itself (it works on the tensors' memory through their addresses), so none is exempt: a grid function or
+    a hook reading values is seen like forward."""
     import torch.serialization  # noqa: F401 - the attributes wrapped below
     import torch.utils.dlpack  # noqa: F401
 
+    wrapped: dict[int, Any] = {}
     for owner_name, name in _HOST_READS:
         owner = _resolve(owner_name)
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
-            setattr(owner, name, _counted(original))
+            wrapped.setdefault(id(original), _counted(original, name in _DLPACK))
+            setattr(owner, name, wrapped[id(original)])
+    originals = {i: w for i, w in wrapped.items()}
+    for home in _ALIAS_HOMES:
+        space = _resolve(home)
+        for attr, value in list(vars(space).items()):
+            if id(value) in originals and value is not originals[id(value)]:
+                setattr(space, attr, originals[id(value)])
 
 
 def _resolve(dotted: str) -> Any:
@@ -55,15 +69,18 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _counted(original: Any) -> Any:
+def _counted(original: Any, dlpack: bool) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active and not _reading[0]:
+        key = id(self)
+        if _active and key not in _reading and not (dlpack and _on_gpu((self,))):
             _active[-1].transfers.host_read_bytes += _nbytes(self)
-        _reading[0] += 1
+        nested = key in _reading
+        _reading.add(key)
         try:
             return original(self, *args, **kwargs)
         finally:
-            _reading[0] -= 1
+            if not nested:
+                _reading.discard(key)
 
     read._ka_counted = True  # type: ignore[attr-defined]
     read.__name__ = getattr(original, "__name__", "read")
@@ -71,19 +88,29 @@ def _counted(original: Any) -> Any:
     return read
 
 
-def _nbytes(value: Any, depth: int = 0) -> int:
-    """The bytes of the tensors and storages in `value` (containers looked into a few levels deep)."""
-    try:
-        if isinstance(value, torch.Tensor):
-            return int(value.numel() * value.element_size())
-        if isinstance(value, (torch.UntypedStorage, torch.TypedStorage)):
-            return int(value.nbytes())
-        if depth < 4 and isinstance(value, (list, tuple, dict)):
-            items = value.values() if isinstance(value, dict) else value
-            return sum(_nbytes(v, depth + 1) for v in list(items)[:1024])
-    except (RuntimeError, TypeError, AttributeError, ValueError):
-        return 0
-    return 0
+def _nbytes(value: Any, limit: int = 100_000) -> int:
+    """The bytes of the tensors and storages in `value`, looked for through containers and objects'
+    attributes (what torch.save would write), up to `limit` objects."""
+    total, seen, todo = 0, set(), [value]
+    while todo and len(seen) < limit:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        try:
+            if isinstance(v, torch.Tensor):
+                total += int(v.numel() * v.element_size())
+            elif isinstance(v, (torch.UntypedStorage, torch.TypedStorage)):
+                total += int(v.nbytes())
+            elif isinstance(v, dict):
+                todo.extend(v.values())
+            elif isinstance(v, (list, tuple, set, frozenset)) or type(v).__name__ == "deque":
+                todo.extend(v)
+            elif hasattr(v, "__dict__") and not isinstance(v, type):
+                todo.extend(vars(v).values())
+        except (RuntimeError, TypeError, AttributeError, ValueError):
+            continue
+    return total
 
 
 def storage_of(value: Any) -> int:

@@ -1,0 +1,62 @@
+"""The worker's host-read count: every route by which a tensor's values reach Python, NumPy or bytes inside
+forward adds its bytes to the recorder, through aliases, nested containers and user code run inside another
+read; one read is counted once. Run in a child process: the count wraps torch's own functions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CHILD = r'''
+import io, json
+import numpy as np, torch
+from kernelagent.verifier.worker import integrity
+from kernelagent.verifier.worker.integrity import OpRecorder
+integrity.count_host_reads()
+x = torch.randn(64, 64)
+
+def counted(fn):
+    rec = OpRecorder()
+    with rec:
+        fn()
+    return rec.transfers.host_read_bytes
+
+class Box:                      # user code run inside torch.save reads the input itself
+    def __reduce_ex__(self, proto):
+        x.numpy()
+        return (list, ())
+
+class Capsule:                  # hands NumPy a capsule made by a C function
+    def __init__(self, c):
+        self.c = c
+    def __dlpack__(self, stream=None, **kw):
+        return self.c
+    def __dlpack_device__(self):
+        return (1, 0)
+
+routes = {
+    "numpy": lambda: x.numpy(),
+    "asarray": lambda: np.asarray(x),
+    "tolist": lambda: x.tolist(),
+    "dlpack alias": lambda: np.from_dlpack(Capsule(torch.to_dlpack(x))),
+    "save nested": lambda: torch.save([[[[[[x]]]]]], io.BytesIO()),
+    "save object": lambda: torch.save(Box(), io.BytesIO()),
+    "storage pickle": lambda: x.untyped_storage().__reduce__(),
+    "shape only": lambda: tuple(x.shape),
+}
+print(json.dumps({k: counted(f) for k, f in routes.items()}))
+'''
+
+
+def test_every_route_to_the_host_is_counted_once():
+    out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    size = 64 * 64 * 4
+    for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle"):
+        assert counts[route] == size, (route, counts)
+    assert counts["shape only"] == 0
