@@ -38,7 +38,15 @@ class Capsule:                  # hands NumPy a capsule made by a C function
     def __dlpack_device__(self):
         return (1, 0)
 
+class OnGpu(torch.Tensor):      # stands for a CUDA tensor: a DLPack export of one reads nothing on the host
+    @property
+    def is_cuda(self):
+        return True
+
+gpu = torch.Tensor._make_subclass(OnGpu, torch.randn(64, 64))
+
 routes = {
+    "dlpack of a gpu tensor": lambda: gpu.__dlpack__(),
     "numpy": lambda: x.numpy(),
     "asarray": lambda: np.asarray(x),
     "tolist": lambda: x.tolist(),
@@ -60,3 +68,4 @@ def test_every_route_to_the_host_is_counted_once():
     for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle"):
         assert counts[route] == size, (route, counts)
     assert counts["shape only"] == 0
+    assert counts["dlpack of a gpu tensor"] == 0, "CuTe DSL's from_dlpack on GPU tensors is no host read"
