@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelagent.tools.session import GpuGate, Session
+from kernelagent.tools.session import Session
+from tests.helpers.gate import LoggedGate
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,33 +17,8 @@ PROBLEM = ROOT / "problems/bench/softmax_16x16384.py"
 KERNEL = ROOT / "examples/softmax/kernel.py"
 
 
-class _Logged(GpuGate):
-    """Logs every hold as it is had and before it is given back (inside the real hold)."""
-
-    def __init__(self, path: Path):
-        super().__init__(path)
-        self.log: list[tuple[str, int]] = []
-        self._kinds: dict[int, str] = {}
-        self._guard = threading.Lock()
-
-    def take(self, shared: bool = False, give_up=None) -> int:
-        fd = super().take(shared, give_up)
-        if fd < 0:
-            return fd
-        with self._guard:
-            self._kinds[fd] = "SH" if shared else "EX"
-            self.log.append((self._kinds[fd], 1))
-        return fd
-
-    def give(self, fd: int) -> None:
-        if fd >= 0:
-            with self._guard:
-                self.log.append((self._kinds.pop(fd), -1))
-        super().give(fd)
-
-
 def test_concurrent_candidates_are_timed_one_at_a_time(tmp_path):
-    gate = _Logged(tmp_path / "gpu.lock")
+    gate = LoggedGate(tmp_path / "gpu.lock")
     session = Session(device="cuda", pool_size=3, gate=gate)
     try:
         session.warm()

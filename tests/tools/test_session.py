@@ -13,6 +13,7 @@ import pytest
 
 from kernelagent.tools.session import Cancelled, GatedWorker, GpuGate, Job, SessionPool, TimingTurn, current_job
 from kernelagent.verifier.protocol import CandidateRequest
+from tests.helpers.gate import LoggedGate
 
 
 @dataclass
@@ -85,35 +86,6 @@ def test_gate_waits_for_another_process(tmp_path):
     assert got.wait(30)
     t.join()
     child.join(30)
-
-
-class LoggedGate(GpuGate):
-    """A gate that logs who holds it: ("EX"|"SH", +1 taken / -1 given)."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        self.log: list[tuple[str, int]] = []
-        self.kinds: dict[int, str] = {}
-        self._guard = threading.Lock()
-
-    def take(self, shared=False, give_up=None):
-        fd = super().take(shared, give_up)
-        if fd < 0:
-            return fd
-        with self._guard:
-            self.kinds[fd] = "SH" if shared else "EX"
-            self.log.append((self.kinds[fd], +1))
-        return fd
-
-    def give(self, fd):
-        if fd >= 0:
-            with self._guard:
-                self.log.append((self.kinds.pop(fd), -1))
-        super().give(fd)
-
-    def holding(self) -> dict[str, int]:
-        with self._guard:
-            return {k: sum(d for kind, d in self.log if kind == k) for k in ("SH", "EX")}
 
 
 def test_shared_holders_coexist_and_exclusive_waits_for_them(tmp_path):

@@ -47,19 +47,17 @@ def count_host_reads() -> None:
     import torch.serialization  # noqa: F401 - the attributes wrapped below
     import torch.utils.dlpack  # noqa: F401
 
-    wrapped: dict[int, Any] = {}
+    wrappers: dict[int, Any] = {}  # id of an original -> its wrapper (the originals stay alive in them)
     for owner_name, name in _HOST_READS:
         owner = _resolve(owner_name)
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
-            wrapped.setdefault(id(original), _counted(original, name in _DLPACK))
-            setattr(owner, name, wrapped[id(original)])
-    originals = {i: w for i, w in wrapped.items()}
+            setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK)))
     for home in _ALIAS_HOMES:
         space = _resolve(home)
         for attr, value in list(vars(space).items()):
-            if id(value) in originals and value is not originals[id(value)]:
-                setattr(space, attr, originals[id(value)])
+            if id(value) in wrappers and value is not wrappers[id(value)]:
+                setattr(space, attr, wrappers[id(value)])
 
 
 def _resolve(dotted: str) -> Any:
