@@ -130,7 +130,14 @@ class Judge:
             self._trial_facts(int(tid), t)
         first = self.meta["trials"][0]["id"] if self.meta.get("trials") else -1
         for name, t in f.probe_calls.items():  # held to the same rules as the trials, on their trials' inputs
-            self._trial_facts(_probe_trial(name, first), t)
+            # the caching probe's second call: no launch there is the cache the probe looks for, and says so
+            again = name == "reuse_second"
+            self._trial_facts(_probe_trial(name, first), t, launch_rule=not again)
+            first_call = f.probe_calls.get("reuse_first")
+            if again and t.launches == 0 and first_call is not None and first_call.launches:
+                self.j.add("caching_detected", "called again on the same input buffers holding new values, forward "
+                           "launched no kernel: it returned a remembered answer", "integrity",
+                           "compute from the input values on every call; never cache results by pointer or shape")
 
     def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
         """The recorded ops that computed; library ops whose Python bodies the recorder ran (and recorded
@@ -142,7 +149,7 @@ class Judge:
         tr = t.transfers
         return host_compute(tr.d2h_bytes + tr.host_read_bytes, tr.scalar_reads, int(trial.get("input_bytes") or 0))
 
-    def _trial_facts(self, tid: int, t: CallFacts) -> None:
+    def _trial_facts(self, tid: int, t: CallFacts, launch_rule: bool = True) -> None:
         trial = self.trials.get(tid, {})
         if t.mutated:
             self.j.add("input_mutation", f"input value(s) {t.mutated} were modified by forward "
@@ -169,7 +176,7 @@ class Judge:
             self.j.add("fallback_to_reference", f"{host}: forward read the data on the host, where no kernel "
                        "of yours computes", "integrity",
                        "compute on the GPU in your own kernels; do not copy inputs to the CPU")
-        if t.launches == 0 and not self.cpu_compile_only:
+        if launch_rule and t.launches == 0 and not self.cpu_compile_only:
             self.j.add("no_kernel_launched", "forward launched none of the candidate's own kernels", "integrity",
                        "forward must launch your Triton / CuTe DSL kernel on every call")
         if t.late_writes:
