@@ -39,8 +39,8 @@ GRAPH_SLOTS = 10         # calls per replayed graph, each with its own input buf
 # Host time a measurement may spend (each call refreshes its inputs and fingerprints its outputs on the
 # host: about a millisecond, far more than a small kernel takes): warm-up and repetitions stop at
 # whichever limit comes first, GPU time or host time, after their minimum counts
-WARMUP_HOST_S = 0.3
-REPS_HOST_S = 1.0
+WARMUP_HOST_S = 0.1
+REPS_HOST_S = 0.4
 L2_FLUSH_BYTES = 256 * 2**20
 SPIN_MAX_MS = 1.0        # a call whose launch takes longer on the host shows the rest in its time
 SPIN_MARGIN = 1.5        # spin this many times the host time of the slowest recent launch
