@@ -54,6 +54,16 @@ def test_accepted_kernel_is_timed(gpu_verifier):
     assert any(k.get("registers") for k in report.stage("compile").details["kernels"])
 
 
+@pytest.mark.parametrize("entry", ["rms_norm", "softmax"])
+def test_library_kernel_with_a_backward_is_accepted_and_timed(gpu_verifier, entry):
+    """Forward+backward timing: the upstream gradients are the verifier's own ops, and the weight's
+    gradient is fingerprinted on both sides (both rejected every shipped kernel in the 2026-12-02 batch)."""
+    folder = ROOT / "kernelagent" / "kernels" / entry
+    report = gpu_verifier.verify(folder / "reference.py", folder / "triton.py")
+    assert report.accepted, report.message
+    assert report.metrics["candidate_ms"] > 0
+
+
 def test_side_stream_is_caught(gpu_dynamic_only):
     report = gpu_dynamic_only.verify(SOFTMAX_PROBLEM, CHEATS / "side_stream.py")
     assert report.category == "stream_violation", report.message

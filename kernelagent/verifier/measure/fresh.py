@@ -76,6 +76,16 @@ def choose_mode(get_inputs: Callable[[], Any], plan: TimingPlan, device: str) ->
     return DrawMode("fresh") if _perf() - t <= SLOW_DRAW_S else DrawMode("pool")
 
 
+def trainable(model: Any, names: Any = None) -> list[torch.Tensor]:
+    """The parameters whose gradients a timed call fingerprints, in the same order on both sides: those
+    that require grad, sorted by name (and, for a candidate, named as the reference's are)."""
+    named = getattr(model, "named_parameters", None)
+    if named is None:
+        return []
+    return [p for n, p in sorted(named(), key=lambda np_: np_[0])
+            if p.requires_grad and (names is None or n in names)]
+
+
 def grad_outputs_for(outputs: list[Any], seed: int) -> list[torch.Tensor]:
     """Random upstream gradients for the differentiable outputs of a call (same on both sides)."""
     gen = None

@@ -17,6 +17,7 @@ from kernelagent.verifier.measure.fresh import (
     draw_inputs,
     grad_outputs_for,
     l2_norms,
+    trainable,
 )
 from kernelagent.verifier.protocol import CheckPlan, TimingPlan
 from kernelagent.verifier.worker.timed import time_model
@@ -111,5 +112,5 @@ def _call(model: torch.nn.Module, inputs: list[Any], backward: bool, seed: int,
     gos = grad_outputs_for(outs, seed)
     if round_to is not None:  # the float64 run gets the same (rounded) upstream gradients as the native one
         gos = [g.to(dt).to(g.dtype) for g, dt in zip(gos, round_to, strict=False)]
-    grads = torch.autograd.grad(outs, diff, gos, allow_unused=True)
+    grads = torch.autograd.grad(outs, diff + trainable(model), gos, allow_unused=True)
     return [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves] + [g for g in grads if g is not None]

@@ -379,7 +379,8 @@ class CandidateRunner:
         mode = DrawMode(**spec["draws"])
         try:
             self.facts.timing = time_candidate(self.model, problem.module.get_inputs, template, plan, mode,
-                                               self.device, self.backward, self.launches, self.out, use_graph)
+                                               self.device, self.backward, self.launches, self.out, use_graph,
+                                               ref_params=set(self.states[0]))
         except DrawError as e:  # the problem's inputs, not the candidate: timing is skipped and the report says why
             self.facts.timing = timing_facts_error(str(e), self.backward)
         except OutputError as e:

@@ -8,15 +8,16 @@ which fingerprints the parent compares with the reference is decided in the pare
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 from kernelagent.verifier import tensorio
-from kernelagent.verifier.measure.fresh import DrawMode, Fingerprinter, Refresher, grad_outputs_for
+from kernelagent.verifier.measure.fresh import DrawMode, Fingerprinter, Refresher, grad_outputs_for, trainable
 from kernelagent.verifier.measure.timing import Workload, measure
 from kernelagent.verifier.protocol import TimingFacts, TimingPlan, Transfers
 from kernelagent.verifier.worker.outputs import check_outputs
@@ -26,9 +27,11 @@ class TimedCalls:
     """The Workload for one model: fixed buffers per slot, refilled before each call, fingerprinted after."""
 
     def __init__(self, model: Any, refresher: Refresher, plan: TimingPlan, backward: bool,
-                 fingerprint: Fingerprinter | None, recorder: Callable[[], Any] | None = None):
+                 fingerprint: Fingerprinter | None, recorder: Callable[[], Any] | None = None,
+                 params: list[torch.Tensor] | None = None):
         self.model, self.refresher, self.plan, self.backward = model, refresher, plan, backward
         self.fingerprint, self.recorder = fingerprint, recorder
+        self.params = trainable(model) if params is None else params  # as the reference side's (baseline._call)
         self.outputs: dict[int, Any] = {}
         self.grads: dict[int, Any] = {}
         self.prints: dict[int, torch.Tensor] = {}
@@ -56,9 +59,9 @@ class TimedCalls:
                 return
             out = self.model(*bufs)
             leaves = [x for x in check_outputs(out)[0] if isinstance(x, torch.Tensor) and x.requires_grad]
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            gos = grad_outputs_for(leaves, self._seed)
-            self.grads[slot] = torch.autograd.grad(leaves, _diff_leaves(bufs) + params, gos, allow_unused=True)
+            with _paused(rec):  # the upstream gradients are the verifier's ops, not the candidate's
+                gos = grad_outputs_for(leaves, self._seed)
+            self.grads[slot] = torch.autograd.grad(leaves, _diff_leaves(bufs) + self.params, gos, allow_unused=True)
             self.outputs[slot] = out
         finally:
             if rec is not None:
@@ -73,17 +76,30 @@ class TimedCalls:
         self.prints[i] = self.fingerprint([*leaves, *grads])
 
 
+@contextlib.contextmanager
+def _paused(rec: Any) -> Iterator[None]:
+    """The recorder off for the verifier's own work in the middle of a recorded call."""
+    if rec is None:
+        yield
+        return
+    rec.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        rec.__enter__()
+
+
 def _diff_leaves(values: list[Any]) -> list[torch.Tensor]:
     return [x for x in pytree.tree_leaves(values) if isinstance(x, torch.Tensor) and x.is_floating_point()]
 
 
 def time_model(model: Any, get_inputs: Callable[[], Any], template: list[Any], plan: TimingPlan, mode: DrawMode,
                device: str, backward: bool, *, fingerprints: bool, recorder: Callable[[], Any] | None = None,
-               use_graph: bool | None = None) -> tuple[Any, TimedCalls]:
+               use_graph: bool | None = None, params: list[torch.Tensor] | None = None) -> tuple[Any, TimedCalls]:
     """Measure `model` on fresh draws; returns the Timing and the calls (fingerprints, op records)."""
     refresher = Refresher(get_inputs, plan, mode, device, template)
     printer = Fingerprinter(plan.mask_seed, plan.fingerprints, device) if fingerprints else None
-    calls = TimedCalls(model, refresher, plan, backward, printer, recorder)
+    calls = TimedCalls(model, refresher, plan, backward, printer, recorder, params)
     timing = measure(calls.workload(), use_graph=use_graph)
     return timing, calls
 
@@ -98,7 +114,7 @@ def stack_prints(prints: dict[int, torch.Tensor]) -> dict[str, Any]:
 
 def time_candidate(model: Any, get_inputs: Callable[[], Any], template: list[Any], plan: TimingPlan,
                    mode: DrawMode, device: str, backward: bool, launches: Any, out_dir: Any,
-                   use_graph: bool | None) -> TimingFacts:
+                   use_graph: bool | None, ref_params: Any = None) -> TimingFacts:
     """Time the candidate on fresh draws with the recorder on; its fingerprints go to `timed_prints.pt`."""
     from kernelagent.verifier.worker import guard
     from kernelagent.verifier.worker.integrity import OpRecorder
@@ -106,7 +122,8 @@ def time_candidate(model: Any, get_inputs: Callable[[], Any], template: list[Any
     before = launches.snapshot()
     with guard.hidden_modules():
         timing, calls = time_model(model, get_inputs, template, plan, mode, device, backward, fingerprints=True,
-                                   recorder=OpRecorder, use_graph=False if backward else use_graph)
+                                   recorder=OpRecorder, use_graph=False if backward else use_graph,
+                                   params=trainable(model, ref_params))
     ops: Counter[str] = Counter()
     transfers, opened = Transfers(), set()
     for rec in calls.records:
