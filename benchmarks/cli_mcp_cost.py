@@ -1,9 +1,10 @@
 """What a verify costs from an editor or a coding agent, on the GPU: the CLI in fresh processes, and the MCP server.
 
 (a) `kernelagent verify examples/softmax/kernel.py --ref problems/bench/softmax_16x16384.py --json` (1 MiB
-    fp32, timing on) in a new process each time: the first call with an empty $KERNELAGENT_HOME (it builds
-    the reference pack and baselines and stores them), then calls in new processes with the cache warm
-    (target: <= 5 s).
+    fp32, timing on) in a new process each time: the first call with an empty $KERNELAGENT_HOME (it starts
+    the resident verifier, which builds the reference pack and baselines and stores them), then calls in new
+    processes served by it (target: <= 5 s); then the same warm calls with `--daemon off` (everything in the
+    CLI's own process and a worker it starts).
 (b) the same through `kernelagent mcp` over stdio with the official `mcp` client: warm verify latency
     (target: <= 1.5 s), and 4 candidates of the problem verified at once (target: <= 3 s wall; timed runs
     take turns on the GPU).
@@ -44,12 +45,13 @@ def _row(wall: float, report: dict[str, Any]) -> dict[str, Any]:
             "cost_seconds": m.get("cost_seconds"), "stages": stages}
 
 
-def cli_calls(home: Path, repeats: int, device: str) -> dict[str, Any]:
-    """One cold call, then `repeats` calls in new processes with the cache warm."""
+def cli_calls(home: Path, repeats: int, device: str, daemon: str, first: bool = True) -> dict[str, Any]:
+    """One cold call (when `first`), then `repeats` calls in new processes with the cache warm; `daemon` is
+    the CLI's --daemon mode (on: the resident verifier, started by the first call; off: all in the process)."""
     cmd = [sys.executable, "-m", "kernelagent.cli", "verify", str(KERNEL), "--ref", str(PROBLEM), "--json",
-           "--device", device]
-    rows = []
-    for i in range(repeats + 1):
+           "--device", device, "--daemon", daemon]
+    rows: list[dict[str, Any]] = [{}] if not first else []
+    for i in range(len(rows), repeats + 1):
         t = time.perf_counter()
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env(home), timeout=600)
         wall = time.perf_counter() - t
@@ -60,8 +62,13 @@ def cli_calls(home: Path, repeats: int, device: str) -> dict[str, Any]:
         rows.append(_row(wall, report))
         print("cli", "first" if i == 0 else "warm", rows[-1], flush=True)
     warm = [r["wall_s"] for r in rows[1:]]
-    return {"first": rows[0], "warm": rows[1:], "warm_median_s": sorted(warm)[len(warm) // 2] if warm else None,
-            "target_warm_s": 5.0}
+    return {"daemon": daemon, "first": rows[0] or None, "warm": rows[1:],
+            "warm_median_s": sorted(warm)[len(warm) // 2] if warm else None, "target_warm_s": 5.0}
+
+
+def stop_daemons(home: Path) -> None:
+    subprocess.run([sys.executable, "-m", "kernelagent.cli", "daemon", "stop", "--all"], cwd=ROOT, env=_env(home),
+                   capture_output=True, timeout=60)
 
 
 async def mcp_calls(home: Path, repeats: int, concurrent: int, device: str) -> dict[str, Any]:
@@ -119,8 +126,12 @@ def main() -> None:
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ka-bench-home-"))
     data: dict[str, Any] = {"problem": str(PROBLEM.relative_to(ROOT)), "kernel": str(KERNEL.relative_to(ROOT)),
-                            "home": str(home), "device": args.device,
-                            "cli": cli_calls(home, args.repeats, args.device)}
+                            "home": str(home), "device": args.device}
+    try:
+        data["cli"] = cli_calls(home, args.repeats, args.device, "on")  # the first call starts the daemon
+    finally:
+        stop_daemons(home)
+    data["cli_no_daemon"] = cli_calls(home, args.repeats, args.device, "off", first=False)
     write_result("cli_mcp_cost", data)  # kept even if the MCP part runs out of time
     try:
         import anyio

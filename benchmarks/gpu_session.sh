@@ -35,6 +35,7 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a timeout if time is left; f
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 PYTEST=(env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -rfEs)
 export KA_EAGER_FAILURES=1
+export KERNELAGENT_DAEMON=${KERNELAGENT_DAEMON:-off}  # CLI calls in tests run in their process (clicost picks its own mode)
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=$PWD:/tmp/site

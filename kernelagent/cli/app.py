@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kernelagent.cli import audit, batch, cache, history, library, mcp, optimize, report, verify
+from kernelagent.cli import audit, batch, cache, daemon, history, library, mcp, optimize, report, verify
 from kernelagent.cli.common import EXIT_CODES_HELP, ExitCode, err
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -43,6 +43,7 @@ app.command()(batch.batch)
 app.command()(report.report)
 app.add_typer(cache.app, name="cache")
 app.command()(mcp.mcp)
+app.add_typer(daemon.app, name="daemon")
 # --- end of registration ------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -20,6 +20,7 @@ from kernelagent.cli.common import (
     fail,
     verify_options,
 )
+from kernelagent.cli.daemon import DaemonMode, DaemonOpt, served_verify
 
 
 def _existing(path: Path, what: str) -> Path:
@@ -43,15 +44,24 @@ def verify(
     sanitize: Annotated[bool, typer.Option(help="compute-sanitizer memcheck + racecheck (GPU).")] = False,
     confinement: ConfinementOpt = Confinement.auto,
     cache: Annotated[bool, typer.Option(help="Reuse the problem's reference pack across runs.")] = True,
+    daemon: DaemonOpt = DaemonMode.auto,
 ) -> None:
     """Verify a candidate kernel against a reference problem."""
     _existing(kernel, "candidate file")
     _existing(ref, "problem file")
     opts = verify_options(device, seeds, timeout, timing, keep_workdir=keep, profile=profile, sanitize=sanitize,
                           confinement=confinement, cache=cache)
+    served = served_verify(ref, kernel, opts, daemon, json_out)  # never imports torch
+    if served is not None:
+        _show(ref, kernel, served.report, json_out, f"served by the verifier daemon (pid {served.pid}); "
+                                                    f"stop it with `{served.stop_hint}`")
+    report = _verify_here(ref, kernel, opts, json_out)
+    _show(ref, kernel, report, json_out)
+
+
+def _verify_here(ref: Path, kernel: Path, opts, json_out: bool):  # noqa: ANN001, ANN202 - VerifyOptions, Report
+    """The verification in this process (no daemon)."""
     pool = _early_worker(opts)  # before this process imports torch: the worker's imports run meanwhile
-    from kernelagent.cli.render import render_report
-    from kernelagent.verifier.api import report_json
     from kernelagent.verifier.api import verify as run_verify
     from kernelagent.verifier.sandbox.confine import ConfinementError
 
@@ -68,6 +78,14 @@ def verify(
     finally:
         if pool is not None:
             pool.close()  # the early worker too when the verifier never started (bad options)
+    return report
+
+
+def _show(ref: Path, kernel: Path, report, json_out: bool, served: str = "") -> NoReturn:  # noqa: ANN001 - a Report
+    """Record, print, and exit with the report's code (the same wherever the report was made)."""
+    from kernelagent.cli.render import render_report
+    from kernelagent.verifier.api import report_json
+
     note = _log(ref, kernel, report)
     if json_out:
         print(report_json(report))
@@ -75,6 +93,8 @@ def verify(
         console.print(render_report(report))
         if note:
             err.print(note, highlight=False)
+        if served:
+            err.print(f"[dim]{served}[/]", highlight=False)
     raise typer.Exit(int(exit_for_report(report)))
 
 

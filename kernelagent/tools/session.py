@@ -238,8 +238,8 @@ def _checks_first(request: Any) -> bool:
 class SessionPool(WorkerPool):
     """The warm pool, handing each worker to the calling job and gating its timed runs."""
 
-    def __init__(self, size: int, gate: GpuGate):
-        super().__init__(size=size)
+    def __init__(self, size: int, gate: GpuGate, confinement: str = "auto"):
+        super().__init__(size=size, confinement=confinement)
         self.gate = gate
 
     def run_quiet(self) -> Any:
@@ -272,10 +272,12 @@ def _preload() -> None:
 class Session:
     """Warm verifiers for a server's lifetime; `verifier(...)` returns one per distinct set of options."""
 
-    def __init__(self, device: str = "auto", pool_size: int = 2, gate: GpuGate | None = None):
+    def __init__(self, device: str = "auto", pool_size: int = 2, gate: GpuGate | None = None,
+                 confinement: str = "auto"):
         _preload()
         self.device = resolve_device(device)
-        self.pool = SessionPool(pool_size, gate or GpuGate())
+        self.confinement = confinement  # every worker's, as VerifyOptions.confinement (the CLI daemon's option)
+        self.pool = SessionPool(pool_size, gate or GpuGate(), confinement)
         self.workdir = Path(tempfile.mkdtemp(prefix="kernelagent-session-"))
         self._verifiers: dict[tuple, Verifier] = {}
         self._lock = threading.Lock()
@@ -285,16 +287,17 @@ class Session:
         self.pool.warm(self.device, *(("aot",) if self.device == "cpu" else ()))
 
     def verifier(self, seeds: int = 3, timing: bool = True, timeout: float = 300.0, profile: bool = False,
-                 sanitize: bool = False) -> Verifier:
+                 sanitize: bool = False, cache: bool = True) -> Verifier:
         if seeds < 1:
             raise ValueError("seeds must be at least 1")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        key = (seeds, timing, timeout, profile, sanitize)
+        key = (seeds, timing, timeout, profile, sanitize, cache)
         with self._lock:
             if key not in self._verifiers:
                 opts = VerifyOptions(device=self.device, seeds=seeds, timing=timing, timeout=timeout,
-                                     profile=profile, sanitize=sanitize)
+                                     profile=profile, sanitize=sanitize, confinement=self.confinement,
+                                     cache=cache)
                 self._verifiers[key] = Verifier(opts, pool=self.pool)
             return self._verifiers[key]
 

@@ -16,7 +16,7 @@ from tests.paths import REPO, SOFTMAX_PROBLEM, softmax_case
 
 # commands whose machine output is not one JSON document, and why
 NO_JSON = {"mcp": "speaks JSON-RPC (MCP) on stdout", "history export": "JSON lines (--format jsonl)",
-           "report": "writes an HTML file"}
+           "report": "writes an HTML file", "daemon serve": "a server in the foreground (its log is its output)"}
 
 
 def ka(*args: str, home: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
