@@ -88,13 +88,22 @@ def trainable(model: Any, names: Any = None) -> list[torch.Tensor]:
 
 def grad_outputs_for(outputs: list[Any], seed: int) -> list[torch.Tensor]:
     """Random upstream gradients for the differentiable outputs of a call (same on both sides)."""
+    return grad_outputs_like(output_meta(outputs), seed)
+
+
+def output_meta(outputs: list[Any]) -> list[tuple[torch.Size, torch.dtype, torch.device]]:
+    """Shape, dtype and device of each differentiable output: what its upstream gradient depends on."""
+    return [(x.shape, x.dtype, x.device) for x in outputs if isinstance(x, torch.Tensor) and x.requires_grad]
+
+
+def grad_outputs_like(meta: list[tuple[torch.Size, torch.dtype, torch.device]], seed: int) -> list[torch.Tensor]:
+    """`grad_outputs_for` from the outputs' shapes alone, so that a timed call's can be drawn before it runs."""
     gen = None
     out = []
-    for x in outputs:
-        if isinstance(x, torch.Tensor) and x.requires_grad:
-            if gen is None:
-                gen = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
-            out.append(torch.randn(x.shape, generator=gen, device=x.device, dtype=torch.float32).to(x.dtype))
+    for shape, dtype, device in meta:
+        if gen is None:
+            gen = torch.Generator(device=device).manual_seed(seed ^ 0x5DEECE66D)
+        out.append(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype))
     return out
 
 

@@ -17,7 +17,15 @@ import torch
 from torch.utils import _pytree as pytree
 
 from kernelagent.verifier import tensorio
-from kernelagent.verifier.measure.fresh import DrawMode, Fingerprinter, Refresher, grad_outputs_for, trainable
+from kernelagent.verifier.measure.fresh import (
+    DrawMode,
+    Fingerprinter,
+    Refresher,
+    grad_outputs_for,
+    grad_outputs_like,
+    output_meta,
+    trainable,
+)
 from kernelagent.verifier.measure.timing import Workload, measure
 from kernelagent.verifier.protocol import TimingFacts, TimingPlan, Transfers
 from kernelagent.verifier.worker.outputs import check_outputs
@@ -36,16 +44,23 @@ class TimedCalls:
         self.grads: dict[int, Any] = {}
         self.prints: dict[int, torch.Tensor] = {}
         self.records: list[Any] = []
+        self._out_meta: dict[int, list[Any]] = {}  # per slot: the differentiable outputs' shapes, last call
+        self._gos: list[torch.Tensor] | None = None
 
     def workload(self) -> Workload:
         return Workload(run=self.run, prepare=self.prepare, after=self.after)
 
     def prepare(self, i: int, slot: int) -> None:
         bufs = self.refresher.fill(i, slot)
+        self._seed = self.plan.seed(i)
+        self._gos = None
         if self.backward:
             for x in _diff_leaves(bufs):
                 x.requires_grad_(True)
-        self._seed = self.plan.seed(i)
+            # the upstream gradients are the verifier's work: drawn here, outside the timed region, from
+            # the shapes of this slot's last outputs (the first call of a slot draws them in the call)
+            if slot in self._out_meta:
+                self._gos = grad_outputs_like(self._out_meta[slot], self._seed)
 
     def run(self, slot: int) -> None:
         bufs = self.refresher.buffers[slot]
@@ -59,8 +74,11 @@ class TimedCalls:
                 return
             out = self.model(*bufs)
             leaves = [x for x in check_outputs(out)[0] if isinstance(x, torch.Tensor) and x.requires_grad]
-            with _paused(rec):  # the upstream gradients are the verifier's ops, not the candidate's
-                gos = grad_outputs_for(leaves, self._seed)
+            gos = self._gos
+            if gos is None or output_meta(leaves) != self._out_meta.get(slot):
+                with _paused(rec):  # the verifier's ops, not the candidate's
+                    gos = grad_outputs_for(leaves, self._seed)
+                self._out_meta[slot] = output_meta(leaves)
             self.grads[slot] = torch.autograd.grad(leaves, _diff_leaves(bufs) + self.params, gos, allow_unused=True)
             self.outputs[slot] = out
         finally:

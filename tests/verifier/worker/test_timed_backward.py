@@ -78,3 +78,24 @@ def test_a_candidates_extra_parameter_is_not_fingerprinted():
     assert len(params) == 2 and all(p is not model.extra for p in params)
     calls = _timed_call(model, params)
     assert len(calls.grads[0]) == 1 + 2
+
+
+def test_later_calls_draw_their_upstream_gradients_before_the_call(monkeypatch):
+    """From a slot's second call on the upstream gradients are drawn in `prepare` (outside the timed
+    region), with the same values the reference side draws for that call's seed."""
+    from kernelagent.verifier.worker import timed
+
+    torch.manual_seed(0)
+    model = Scaled()
+    calls = _timed_call(model)
+    inline = []
+    real = timed.grad_outputs_for
+    monkeypatch.setattr(timed, "grad_outputs_for", lambda *a: inline.append(1) or real(*a))
+    calls.prepare(1, 0)
+    assert calls._gos is not None
+    calls.run(0)
+    assert not inline  # nothing drawn inside the call
+    x = calls.refresher.buffers[0][0].detach().clone()
+    ref = _call(model, [x], True, _Plan.seed(1))
+    for a, b in zip(ref[1:], [g for g in calls.grads[0] if g is not None], strict=True):
+        torch.testing.assert_close(a, b)
