@@ -42,7 +42,8 @@ STALE_TEMP_SECONDS = 3600     # a temporary folder this old belongs to a writer 
 _PKG = Path(__file__).resolve().parents[1]
 # the code whose behaviour shapes a pack: a change to any of these files invalidates every entry
 _PACK_CODE = ("verifier/reference", "verifier/tensorio.py", "verifier/measure/timing.py",
-              "verifier/measure/roofline.py", "verifier/worker/integrity.py", "problem")
+              "verifier/measure/fresh.py", "verifier/measure/roofline.py", "verifier/worker/integrity.py",
+              "verifier/worker/timed.py", "problem")  # timed.py and fresh.py time and fingerprint the baselines
 
 
 def home() -> Path:
