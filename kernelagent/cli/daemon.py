@@ -1,8 +1,10 @@
 """`kernelagent daemon start|stop|status|serve`, and the client side of `kernelagent verify --daemon`.
 
 A verify handed to the resident verifier (kernelagent.tools.daemon) costs the verification alone: this process
-imports neither torch nor the verifier (that import is most of a cold CLI call), sends absolute paths, and
-renders the report it gets back. Profile, sanitize and --keep always run in the CLI's own process.
+imports neither torch nor the verifier (that import is most of a cold CLI call), sends absolute paths with the
+daemon's token (read from its 0600 file; kernelagent.tools.daemon_wire), and renders the report it gets back.
+Profile, sanitize and --keep always run in the CLI's own process. This module imports the server's module
+only to start one in the foreground (`daemon serve`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from kernelagent.cli.common import (
     err,
     fail,
 )
-from kernelagent.tools import daemon as D
+from kernelagent.tools import daemon_wire as W
 
 START_WAIT_S = 120.0   # a daemon's start: its torch import and session (longer on a cold disk)
 STOP_WAIT_S = 30.0
@@ -73,15 +75,16 @@ def served_verify(ref: Path, kernel: Path, opts: Any, mode: DaemonMode, json_out
     if mode is DaemonMode.off or opts.keep_workdir or opts.profile or opts.sanitize:
         return None
     try:
-        sock, info = _daemon_for(opts, mode)
+        link = _daemon_for(opts, mode)
     except OSError as e:
         _note(f"the verifier daemon is not usable ({e})")
         return None
-    if sock is None:
+    if link is None:
         return None
+    info = link.info
     try:
-        with sock:
-            report = _ask(sock, info, ref, kernel, opts, json_out)
+        with link.sock:
+            report = _ask(link, ref, kernel, opts, json_out)
     except OSError as e:   # the daemon died mid-request (a reset connection): no silent second run here
         raise fail(f"the verifier daemon (pid {info['pid']}) failed mid-request ({type(e).__name__}; its log: "
                    f"{info.get('log')}); run again with --daemon off to verify in this process",
@@ -89,18 +92,27 @@ def served_verify(ref: Path, kernel: Path, opts: Any, mode: DaemonMode, json_out
     return Served(report, int(info["pid"]), stop_hint(opts.device, opts.confinement))
 
 
-def _daemon_for(opts: Any, mode: DaemonMode) -> tuple[socket.socket | None, dict[str, Any]]:
-    """A connection to the daemon serving these options, started when `mode` allows, and its ping answer."""
-    key = D.daemon_key(opts.device, opts.confinement)
+@dataclass
+class Link:
+    """A connection to a daemon, the token its requests carry, and its ping answer."""
+
+    sock: socket.socket
+    token: str
+    info: dict[str, Any]
+
+
+def _daemon_for(opts: Any, mode: DaemonMode) -> Link | None:
+    """A connection to the daemon serving these options, started when `mode` allows."""
+    key = W.daemon_key(opts.device, opts.confinement)
     may_start = mode is DaemonMode.on or _likely_gpu(opts.device)
-    if not may_start and not D.socket_path(key, create=False).exists():
-        return None, {}   # the common case on a CPU machine: nothing to look at, nothing created
+    if not may_start and not W.socket_path(key, create=False).exists():
+        return None   # the common case on a CPU machine: nothing to look at, nothing created
     info = _running(key)
     if info is None and may_start:
         info = _start(key, opts.device, opts.confinement)
     if info is None:
-        return None, {}
-    return _connect(D.socket_path(key)), info
+        return None
+    return _connect(W.socket_path(key), info)
 
 
 def _likely_gpu(device: str) -> bool:
@@ -116,34 +128,36 @@ def _note(message: str) -> None:
 
 
 def _running(key: str) -> dict[str, Any] | None:
-    path = D.socket_path(key, create=False)
-    info = D.running(path) if path.exists() else None
+    path = W.socket_path(key, create=False)
+    info = W.running(path) if path.exists() else None
     return info if info is not None and info.get("key") == key else None
 
 
-def _connect(path: Path) -> socket.socket | None:
-    """A connection to the daemon on `path`, checked to be this user's process; None when it is gone."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(path: Path, info: dict[str, Any]) -> Link | None:
+    """A connection to the daemon on `path`, checked to be this user's process, with its token; None (and a
+    note) when it is gone or its token cannot be read."""
+    token = W.read_token(W.token_path(path))
+    if token is None:
+        _note(f"the verifier daemon's token {W.token_path(path)} cannot be read")
+        return None
     try:
-        with D.address(path) as addr:
-            sock.connect(addr)
-        if D.peer(sock)[1] == os.getuid():
-            return sock
-        _note(f"{path} is served by another user's process")
+        return Link(W.connect(path), token, info)
     except (ConnectionRefusedError, FileNotFoundError):
         _note("the verifier daemon went away")
-    sock.close()
+    except PermissionError as e:
+        _note(str(e))
     return None
 
 
-def _ask(sock: socket.socket, info: dict[str, Any], ref: Path, kernel: Path, opts: Any, json_out: bool) -> Any:
+def _ask(link: Link, ref: Path, kernel: Path, opts: Any, json_out: bool) -> Any:
     """Send the request, show its progress, and return the report (as the CLI's own process would have made
     it: the user's paths as given, this process's secrets scrubbed); an error reply is the CLI's error."""
     problem, candidate = ref.expanduser().absolute(), kernel.expanduser().absolute()
-    D.send(sock, {"op": "verify", "problem": str(problem), "candidate": str(candidate), "seeds": opts.seeds,
-                  "timing": opts.timing, "timeout": opts.timeout, "cache": opts.cache})
+    W.request(link.sock, link.token, {"op": "verify", "problem": str(problem), "candidate": str(candidate),
+                                      "seeds": opts.seeds, "timing": opts.timing, "timeout": opts.timeout,
+                                      "cache": opts.cache})
     status = contextlib.nullcontext() if json_out else console.status("verifying ...")
-    with status as shown, sock.makefile("rb") as lines:
+    with status as shown, link.sock.makefile("rb") as lines:
         for raw in lines:
             msg = _decode(raw)
             if "progress" in msg and shown is not None:
@@ -153,6 +167,7 @@ def _ask(sock: socket.socket, info: dict[str, Any], ref: Path, kernel: Path, opt
             elif "error" in msg:
                 code = ExitCode.INPUT if msg.get("kind") == "input" else ExitCode.INTERNAL
                 raise fail(str(msg["error"]).splitlines()[0] if msg["error"] else "the verifier daemon failed", code)
+    info = link.info
     raise fail(f"the verifier daemon (pid {info['pid']}) ended without an answer (its log: {info.get('log')}); "
                "run again with --daemon off to verify in this process", ExitCode.INTERNAL)
 
@@ -202,11 +217,11 @@ def stop_hint(device: str, confinement: str) -> str:
 
 
 # -- starting one ----------------------------------------------------------------------------------------
-def _start(key: str, device: str, confinement: str, idle: float = D.IDLE_S, workers: int | None = None,
+def _start(key: str, device: str, confinement: str, idle: float = W.IDLE_S, workers: int | None = None,
            quiet: bool = False) -> dict[str, Any] | None:
     """Start the daemon for `key` and wait until it answers; None (with a note) when it does not come up.
     A lock file makes concurrent clients start one daemon between them."""
-    fd = os.open(D.lock_path(key), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(W.lock_path(key), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.utime(fd)   # in use: not pruned as an old key's
@@ -232,16 +247,16 @@ def _spawn(key: str, device: str, confinement: str, idle: float, workers: int | 
         workers = 2 if _likely_gpu(device) else 1   # on the CPU the interpreter's run dwarfs a worker's start
     cmd = [sys.executable, "-m", "kernelagent.cli", "daemon", "serve", "--key", key, "--device", device,
            "--confinement", confinement, "--idle", str(idle), "--workers", str(workers)]
-    log = os.open(D.log_path(key), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log = os.open(W.log_path(key), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                cwd=str(Path(D.__file__).resolve().parents[2]), env=D.daemon_env())
+                                cwd=str(Path(W.__file__).resolve().parents[2]), env=W.daemon_env())
     finally:
         os.close(log)
 
 
 def _wait_up(key: str, proc: subprocess.Popen) -> dict[str, Any] | None:
-    log, deadline = D.log_path(key), time.monotonic() + START_WAIT_S
+    log, deadline = W.log_path(key), time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         info = _running(key)
         if info is not None:
@@ -256,11 +271,12 @@ def _wait_up(key: str, proc: subprocess.Popen) -> dict[str, Any] | None:
 
 # -- the commands ----------------------------------------------------------------------------------------
 @app.command()
-def serve(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinement.auto, idle: IdleOpt = D.IDLE_S,
+def serve(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinement.auto, idle: IdleOpt = W.IDLE_S,
           workers: WorkersOpt = None,
           key: Annotated[str | None, typer.Option(hidden=True, help="The key its clients computed.")] = None,
           ) -> None:
     """Run the daemon in the foreground (`start` runs this in the background)."""
+    from kernelagent.tools import daemon as D
     from kernelagent.verifier.sandbox.confine import ConfinementError
 
     if workers is None:
@@ -276,17 +292,17 @@ def serve(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confine
 
 
 @app.command()
-def start(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinement.auto, idle: IdleOpt = D.IDLE_S,
+def start(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinement.auto, idle: IdleOpt = W.IDLE_S,
           workers: WorkersOpt = None, json_out: JsonOpt = False) -> None:
     """Start the daemon for these options in the background (a verify with --daemon auto or on then uses it)."""
-    key = D.daemon_key(device.value, confinement.value)
+    key = W.daemon_key(device.value, confinement.value)
     info = _running(key) or _start(key, device.value, confinement.value, idle, workers, quiet=json_out)
     if info is None:
-        raise fail(f"the verifier daemon did not start (its log: {D.log_path(key)})", ExitCode.INTERNAL)
+        raise fail(f"the verifier daemon did not start (its log: {W.log_path(key)})", ExitCode.INTERNAL)
     if json_out:
         print(json.dumps(info, indent=2))
     else:
-        console.print(f"verifier daemon pid {info['pid']} on {info['device']}, {D.socket_path(key)}; "
+        console.print(f"verifier daemon pid {info['pid']} on {info['device']}, {W.socket_path(key)}; "
                       f"stop it with `{stop_hint(device.value, confinement.value)}`", highlight=False)
 
 
@@ -295,7 +311,7 @@ def stop(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinem
          all_: Annotated[bool, typer.Option("--all", help="Every daemon of this home.")] = False,
          json_out: JsonOpt = False) -> None:
     """Stop the daemon serving these options (or every one); running verifications are cancelled."""
-    paths = _sockets() if all_ else [D.socket_path(D.daemon_key(device.value, confinement.value))]
+    paths = _sockets() if all_ else [W.socket_path(W.daemon_key(device.value, confinement.value))]
     stopped = [pid for pid in (_stop_one(p) for p in paths) if pid is not None]
     if json_out:
         print(json.dumps({"stopped": stopped}))
@@ -307,15 +323,15 @@ def stop(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinem
 
 def _stop_one(path: Path) -> int | None:
     """Ask the daemon on `path` to stop and wait until its socket is gone; its pid, or None if none ran."""
-    info = D.running(path)
+    info = W.running(path)
     if info is None:
         return None
-    sock = _connect(path)
-    if sock is None:
+    link = _connect(path, info)
+    if link is None:
         return None
-    with sock:
-        D.send(sock, {"op": "stop"})
-        D.recv_line(sock, 1 << 16)
+    with link.sock:
+        W.request(link.sock, link.token, {"op": "stop"})
+        W.recv_line(link.sock, 1 << 16)
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline and (path.exists() or _alive(int(info["pid"]))):
         time.sleep(0.1)
@@ -339,10 +355,10 @@ def status(json_out: JsonOpt = False) -> None:
     """The daemons of this home (sockets nobody listens on any more are removed)."""
     from kernelagent import __version__
 
-    code = D.fingerprint()
+    code = W.fingerprint()
     daemons = []
     for path in _sockets():
-        info = D.running(path)
+        info = W.running(path)
         if info is not None:
             current = info.get("version") == __version__ and info.get("fingerprint") == code
             daemons.append({**info, "socket": str(path), "current": current})
@@ -350,7 +366,7 @@ def status(json_out: JsonOpt = False) -> None:
         print(json.dumps(daemons, indent=2))
         return
     if not daemons:
-        console.print(f"no verifier daemon runs for {D.run_dir().parent}")
+        console.print(f"no verifier daemon runs for {W.run_dir().parent}")
         return
     console.print(_table(daemons))
 
@@ -367,4 +383,4 @@ def _table(daemons: list[dict[str, Any]]) -> Table:
 
 
 def _sockets() -> list[Path]:
-    return sorted(p for p in D.run_dir().glob("*.sock") if not p.name.startswith("."))
+    return sorted(p for p in W.run_dir().glob("*.sock") if not p.name.startswith("."))

@@ -1,28 +1,22 @@
 """The resident verifier behind `kernelagent verify`: one process holding a warm `Session`, answering over a
 Unix socket, so a new CLI process pays neither torch's import nor a worker's start (docs/design.md, "A
-resident verifier for the command line").
+resident verifier for the command line"). Where it listens, its key, its token and its wire format are in
+kernelagent.tools.daemon_wire, which its clients share.
 
-Addressing: `$KERNELAGENT_HOME/run/<key>.sock` (folder 0700, socket 0600). The key hashes what makes two
-verifications alike: kernelagent's version and a fingerprint of its source files, the interpreter and the
-installed torch, triton and CuTe DSL, the device and confinement asked for, and the environment the
-verifier and its workers read (CUDA_VISIBLE_DEVICES among it). A client only talks to the daemon of its
-own key, so one running older code is never used; it idles out. Peers of another uid are refused
-(SO_PEERCRED), both ways.
+What a peer may do, and why: the peer must be this uid (SO_PEERCRED) and every request must carry the
+token the daemon wrote at start (`run/<key>.token`, 0600): candidate code runs as this same uid, and a
+worker that can name the socket (Landlock does not mediate connect() on it) still cannot read the token.
+A peer without it gets one refusal line per request, nothing else: no state, no verification, no stop.
+What it can still cost: connections not yet past their token check are bounded (MAX_PENDING, the rest
+wait in the listen backlog) and each has REQUEST_WAIT_S for its whole request line; a connection waiting
+for its verification has no such limit (its client keeps it open until the report; closing it cancels).
 
-Wire: JSON lines. `{"op":"verify","problem":ABS,"candidate":ABS,"seeds":3,"timing":true,"timeout":300.0,
-"cache":true}` gets `{"progress":"..."}` lines, then `{"report":{...}}` or `{"error":"one line","kind":
-"input"|"internal"}`; `{"op":"ping"}` gets the daemon's state; `{"op":"stop"}` stops it. A verify runs as a
-session Job; the client closing its socket cancels it (its workers are killed).
-
-The client (kernelagent.cli.daemon) imports this module and must never import torch: its top level imports
-the standard library and torch-free kernelagent modules only; the server's imports are inside functions.
+This module's top level imports no torch (the session's imports are inside functions).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
 import logging
 import os
 import queue
@@ -34,191 +28,48 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelagent.verifier.refcache import home
-from kernelagent.verifier.sandbox.spawn import _ALLOWED_EXACT, _ALLOWED_PREFIXES, _SECRET_MARKERS
+from kernelagent.tools.daemon_wire import (
+    IDLE_S,
+    MAX_REQUEST,
+    RequestError,
+    address,
+    daemon_key,
+    decode,
+    fingerprint,
+    log_path,
+    new_token,
+    peer_allowed,
+    recv_line,
+    remove_own,
+    run_dir,
+    running,
+    send,
+    socket_path,
+    token_ok,
+    token_path,
+    validate,
+    write_token,
+)
 
-IDLE_S = 600.0          # a daemon with nothing to do for this long exits
-MAX_REQUEST = 1 << 16   # bytes in one request line
-_PKG = Path(__file__).resolve().parents[1]
-# what the verifier and its workers read from the environment besides the workers' allowlist
-_KEY_ENV_PREFIXES = ("KERNELAGENT_", "TRITON_", "CUTE_DSL_", "TORCH_", "PYTORCH_")
-_KEY_ENV_IGNORED = {"KERNELAGENT_DAEMON", "KERNELAGENT_HOME", "TERM"}
-_VERIFY_FIELDS = {"op": str, "problem": str, "candidate": str, "seeds": int, "timing": bool, "timeout": float,
-                  "cache": bool}
+MAX_PENDING = 16        # connections accepted but not yet past their token check
+MAX_OPEN = 256          # connections in all (each verification holds one until its report)
+REQUEST_WAIT_S = 10.0   # for a connection's whole request line (clients send it as soon as they connect)
+_FULL_WAIT_S = 0.05     # between looks for room when the limits above are reached
 log = logging.getLogger("kernelagent.daemon")
 
 
-class RequestError(ValueError):
-    """A request the daemon will not run; its message is one line for the user."""
+class Refused(RequestError):
+    """A request without this daemon's token: answered with one line and nothing else."""
 
 
-class Unsafe(OSError):
-    """The run folder is not this user's alone: no daemon is used or started."""
+class _Internal(Exception):
+    """An answer of kind internal that is no failure of the daemon's own (it is stopping)."""
 
 
-# -- addressing (the client's too) -----------------------------------------------------------------------
-def run_dir(create: bool = True) -> Path:
-    """`$KERNELAGENT_HOME/run`, created 0700; Unsafe when another user owns it (its sockets could be theirs).
-    Without `create`, only the path (looking for a socket must leave no folder behind)."""
-    path = home() / "run"
-    if not create:
-        return path
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise Unsafe(f"{path} belongs to another user")
-    if st.st_mode & 0o077:
-        path.chmod(0o700)
-    return path
-
-
-def fingerprint() -> str:
-    """Sizes and times of the package's source files: a daemon started before an edit or an upgrade is not
-    used (reading names and stat()s of ~200 files costs a few milliseconds; hashing them would cost more)."""
-    h = hashlib.sha256()
-    for f in sorted(_PKG.rglob("*.py")):
-        st = f.stat()
-        h.update(f"{f.relative_to(_PKG)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
-
-
-def _library_versions() -> dict[str, str]:
-    """Versions of what the workers import, read from the installed metadata (an upgrade of torch under a
-    running daemon must not be served by it; importing them to ask is what the client must never do)."""
-    import importlib.metadata as md
-
-    found = {}
-    for name in ("torch", "triton", "nvidia-cutlass-dsl"):
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            found[name] = ""
-    return found
-
-
-def _secret_name(name: str) -> bool:
-    return any(m in name.upper() for m in _SECRET_MARKERS)
-
-
-def _key_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment a verification depends on (secret-looking names left out: only a hash is kept, but a
-    key that changes with a token would start daemons for nothing)."""
-    wanted = (lambda k: k in _ALLOWED_EXACT or k.startswith(_ALLOWED_PREFIXES + _KEY_ENV_PREFIXES))
-    return {k: v for k, v in sorted(env.items())
-            if wanted(k) and k not in _KEY_ENV_IGNORED and not _secret_name(k)}
-
-
-def daemon_key(device: str, confinement: str, env: dict[str, str] | None = None) -> str:
-    """The daemon a verification with these options may be sent to."""
-    from kernelagent import __version__
-
-    env = dict(os.environ if env is None else env)
-    fields = {"version": __version__, "code": fingerprint(), "python": sys.executable,
-              "libraries": _library_versions(), "device": device,
-              "confinement": confinement, "visible": env.get("CUDA_VISIBLE_DEVICES"), "env": _key_env(env)}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def socket_path(key: str, create: bool = True) -> Path:
-    return run_dir(create) / f"{key}.sock"
-
-
-def lock_path(key: str) -> Path:
-    return run_dir() / f"{key}.lock"
-
-
-def log_path(key: str) -> Path:
-    return run_dir() / f"daemon-{key}.log"
-
-
-def daemon_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The daemon's environment: the client's without secret-looking variables (a process that lives for
-    minutes has no use for API keys; each client scrubs its own secrets from the report it gets back)."""
-    return {k: v for k, v in (os.environ if env is None else env).items() if not _secret_name(k)}
-
-
-@contextmanager
-def address(path: Path) -> Iterator[str]:
-    """An address for bind/connect: the path itself, or, past the 107 bytes a socket address holds, the
-    same file through /proc/self/fd of its open folder."""
-    if len(os.fsencode(path)) < 100:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
-
-
-def peer(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of a Unix socket."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
-
-
-def peer_allowed(creds: bytes, uid: int | None = None) -> bool:
-    """Whether SO_PEERCRED bytes name a process of this user (the socket's mode says so too; this holds
-    when a folder's mode was changed behind our back)."""
-    _pid, peer_uid, _gid = struct.unpack("3i", creds)
-    return peer_uid == (os.getuid() if uid is None else uid)
-
-
-def send(sock: socket.socket, message: dict[str, Any]) -> None:
-    sock.sendall(json.dumps(message, default=str).encode() + b"\n")
-
-
-def recv_line(sock: socket.socket, limit: int) -> bytes:
-    """One line (without its newline); b"" when the peer closed first; RequestError past `limit` bytes."""
-    buf = b""
-    while b"\n" not in buf:
-        if len(buf) > limit:
-            raise RequestError(f"a line longer than {limit} bytes")
-        chunk = sock.recv(65536)
-        if not chunk:
-            return b""
-        buf += chunk
-    return buf.split(b"\n", 1)[0]
-
-
-# -- the request -----------------------------------------------------------------------------------------
-def validate(request: Any) -> dict[str, Any]:
-    """A verify request with every field of the right type, its files absolute paths of existing files."""
-    if not isinstance(request, dict):
-        raise RequestError("a request is a JSON object")
-    unknown = sorted(set(request) - set(_VERIFY_FIELDS))
-    if unknown:
-        raise RequestError(f"unknown field(s) in the request: {', '.join(unknown)}")
-    req = {"seeds": 3, "timing": True, "timeout": 300.0, "cache": True, **request}
-    for name, kind in _VERIFY_FIELDS.items():
-        value = req.get(name)
-        ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-        if kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok:
-            raise RequestError(f"request field {name!r} must be a {kind.__name__}, got {value!r}"[:200])
-    for name, what in (("problem", "problem file"), ("candidate", "candidate file")):
-        p = Path(req[name])
-        if not p.is_absolute():
-            raise RequestError(f"the {what} must be an absolute path, got {req[name]!r}")
-        if not p.exists():
-            raise RequestError(f"{what} {p} does not exist")
-        if not p.is_file():
-            raise RequestError(f"{what} {p} is not a file; give the .py file")
-    if req["seeds"] < 1:
-        raise RequestError("--seeds must be at least 1")
-    if not 0 < req["timeout"] <= 86400:
-        raise RequestError("--timeout must be positive (at most a day)")
-    return {**req, "timeout": float(req["timeout"])}
-
-
-# -- the server ------------------------------------------------------------------------------------------
 class Daemon:
     """A listening socket, one thread per connection, one session Job per verification."""
 
@@ -227,18 +78,24 @@ class Daemon:
         self.path = socket_path(key)
         self.started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         self.verifications = 0
+        self.refused = 0
         self.stop = threading.Event()
+        self._token = new_token()      # in memory and in its 0600 file only: never logged, never answered
         self._jobs: dict[int, dict[str, Any]] = {}
         self._open = 0                 # connections being served
+        self._pending = 0              # of which not yet past their token check
         self._last = time.monotonic()  # the last verify received or finished
         self._lock = threading.Lock()
         self._code = fingerprint()
-        self._inode: int | None = None
+        self._inodes: dict[Path, int] = {}
 
     # -- the socket's life --
     def publish(self) -> socket.socket:
-        """Listen on `<key>.sock`: bound under a temporary name (mode 0600 before anyone can connect), then
-        renamed over the path, which replaces a stale socket left by a daemon that died."""
+        """Write the token, then listen on `<key>.sock`: bound under a temporary name (mode 0600 before anyone
+        can connect), then renamed over the path, which replaces a stale socket left by a daemon that died.
+        The token comes first, so a client that finds the socket finds its token."""
+        token = token_path(self.path)
+        self._inodes[token] = write_token(token, self._token)
         tmp = self.path.with_name(f".{self.key}.{os.getpid()}.sock")
         tmp.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -247,16 +104,13 @@ class Daemon:
         tmp.chmod(0o600)
         listener.listen(16)
         os.replace(tmp, self.path)
-        self._inode = self.path.stat().st_ino
+        self._inodes[self.path] = self.path.stat().st_ino
         return listener
 
     def unpublish(self) -> None:
-        """Remove our socket file (not one a newer daemon put in its place)."""
-        try:
-            if self.path.stat().st_ino == self._inode:
-                self.path.unlink()
-        except FileNotFoundError:
-            pass
+        """Remove our socket and token files (not ones a newer daemon put in their place)."""
+        for path in (self.path, token_path(self.path)):
+            remove_own(path, self._inodes.get(path))
 
     def serve(self, listener: socket.socket) -> str:
         """Accept until stopped or idle; the reason it ended."""
@@ -267,15 +121,9 @@ class Daemon:
             if self.idle_for() >= self.idle:
                 reason = f"idle for {self.idle:g} s"
                 break
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError as e:   # out of descriptors, say: the requests running finish, then it passes
-                log.warning("accept failed: %s", e)
-                time.sleep(1.0)
-                continue
-            threads = [t for t in threads if t.is_alive()] + [self._spawn(conn)]
+            conn = self._accept(listener)
+            if conn is not None:
+                threads = [t for t in threads if t.is_alive()] + [self._spawn(conn)]
         self.unpublish()  # no new client finds us; those already queued are answered
         threads += self._drain(listener)
         if self.stop.is_set():
@@ -283,6 +131,26 @@ class Daemon:
         for t in threads:
             t.join(30)
         return reason
+
+    def _accept(self, listener: socket.socket) -> socket.socket | None:
+        """The next connection, or None; none while the limits are reached (a peer that opens connections
+        and sends nothing fills MAX_PENDING, not the daemon's threads; they wait in the listen backlog)."""
+        if not self._room():
+            time.sleep(_FULL_WAIT_S)
+            return None
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            return None
+        except OSError as e:   # out of descriptors, say: the requests running finish, then it passes
+            log.warning("accept failed: %s", e)
+            time.sleep(1.0)
+            return None
+        return conn
+
+    def _room(self) -> bool:
+        with self._lock:
+            return self._pending < MAX_PENDING and self._open < MAX_OPEN
 
     def _drain(self, listener: socket.socket) -> list[threading.Thread]:
         listener.setblocking(False)
@@ -297,37 +165,66 @@ class Daemon:
     def _spawn(self, conn: socket.socket) -> threading.Thread:
         with self._lock:
             self._open += 1
+            self._pending += 1
         t = threading.Thread(target=self._connection, args=(conn,), daemon=True)
         t.start()
         return t
 
     def idle_for(self, connections: bool = True) -> float:
         """Seconds with nothing to do: no verification running and, with `connections`, none open (a client
-        connected but not yet heard keeps the daemon up); a ping does not count as something to do."""
+        connected but not yet heard keeps the daemon up, for REQUEST_WAIT_S at most); a ping does not count
+        as something to do."""
         with self._lock:
             busy = self._jobs or (connections and self._open)
             return 0.0 if busy else time.monotonic() - self._last
 
     # -- one connection --
     def _connection(self, conn: socket.socket) -> None:
+        pending = 1
         try:
             with conn:
-                self._answer(conn)
+                request = self._answering(conn, lambda: self._request(conn))
+                with self._lock:
+                    self._pending, pending = self._pending - 1, 0
+                if request is not None:
+                    self._answering(conn, lambda: self._dispatch(conn, request))
         finally:
             with self._lock:
                 self._open -= 1
+                self._pending -= pending
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _request(self, conn: socket.socket) -> dict[str, Any] | None:
+        """The connection's request, once its peer is this user and it carries the token; None when the peer
+        closed or sent nothing in time (no answer: nobody may be listening). Refused otherwise."""
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if not peer_allowed(creds):
+            self._refusal(f"a connection from uid {struct.unpack('3i', creds)[1]}")
+            raise Refused("refused: this daemon serves its own user only")
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            if not peer_allowed(creds):
-                log.warning("refused a connection from uid %d", struct.unpack("3i", creds)[1])
-                return send(conn, {"error": "refused: this daemon serves its own user only", "kind": "input"})
-            conn.settimeout(30)
-            line = recv_line(conn, MAX_REQUEST)
-            conn.settimeout(None)
-            if line:
-                self._dispatch(conn, _decode(line))
+            line = recv_line(conn, MAX_REQUEST, time.monotonic() + REQUEST_WAIT_S)
+        except TimeoutError:
+            return None
+        conn.settimeout(None)
+        if not line:
+            return None
+        request = decode(line)
+        if not token_ok(request.pop("token", None), self._token):
+            self._refusal(f"a request without the token from pid {struct.unpack('3i', creds)[0]}")
+            raise Refused(f"refused: the request does not carry this daemon's token ({token_path(self.path)})")
+        return request
+
+    def _refusal(self, what: str) -> None:
+        """Log a refusal: the 1st, 2nd, 4th, 8th, ... (a peer flooding the socket does not fill the log)."""
+        with self._lock:
+            self.refused += 1
+            n = self.refused
+        if n & (n - 1) == 0:
+            log.warning("refused %s (%d refusal(s) so far)", what, n)
+
+    def _answering(self, conn: socket.socket, step: Callable[[], Any]) -> Any:
+        """Run one step of a connection; what it raises becomes the one error line its client gets."""
+        try:
+            return step()
         except RequestError as e:
             _reply_error(conn, str(e), "input")
         except _Internal as e:
@@ -337,6 +234,7 @@ class Daemon:
         except Exception as e:  # noqa: BLE001 - the daemon answers and lives on; the log keeps the traceback
             log.error("request failed:\n%s", traceback.format_exc())
             _reply_error(conn, f"the verifier daemon failed: {type(e).__name__}: {str(e)[:300]}", "internal")
+        return None
 
     def _dispatch(self, conn: socket.socket, request: dict[str, Any]) -> None:
         op = request.get("op")
@@ -363,9 +261,10 @@ class Daemon:
                     for j in self._jobs.values()]
         idle = round(self.idle_for(connections=False), 1)
         return {"version": __version__, "pid": os.getpid(), "device": self.session.device, "key": self.key,
-                "started": self.started, "verifications": self.verifications, "idle_s": idle,
-                "idle_limit_s": self.idle, "fingerprint": self._code, "confinement": self.confinement,
-                "python": sys.executable, "jobs": jobs, "log": str(log_path(self.key))}
+                "started": self.started, "verifications": self.verifications, "refused": self.refused,
+                "idle_s": idle, "idle_limit_s": self.idle, "fingerprint": self._code,
+                "confinement": self.confinement, "python": sys.executable, "jobs": jobs,
+                "log": str(log_path(self.key))}
 
     # -- one verification --
     def _verify(self, conn: socket.socket, req: dict[str, Any]) -> None:
@@ -448,20 +347,6 @@ def _cancelled() -> Exception:
     return Cancelled("cancelled")
 
 
-class _Internal(Exception):
-    """An answer of kind internal that is no failure of the daemon's own (it is stopping)."""
-
-
-def _decode(line: bytes) -> dict[str, Any]:
-    try:
-        request = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RequestError(f"the request is not JSON: {e}") from e
-    if not isinstance(request, dict):
-        raise RequestError("a request is a JSON object")
-    return request
-
-
 def _reply_error(conn: socket.socket, message: str, kind: str) -> None:
     try:
         send(conn, {"error": message.splitlines()[0] if message else kind, "kind": kind})
@@ -471,7 +356,7 @@ def _reply_error(conn: socket.socket, message: str, kind: str) -> None:
 
 def _relay(conn: socket.socket, thread: threading.Thread, progress: queue.SimpleQueue) -> bool:
     """Send progress while `thread` verifies; True as soon as the client closed its end (the job is then
-    cancelled). A client keeps its end open until it has the report."""
+    cancelled). A client keeps its end open until it has the report; what it sends meanwhile is dropped."""
     while thread.is_alive():
         readable, _, _ = select.select([conn], [], [], 0.2)
         if readable:
@@ -495,45 +380,18 @@ def _flush(conn: socket.socket, progress: queue.SimpleQueue) -> bool:
         return False
 
 
-def running(path: Path, timeout: float = 5.0) -> dict[str, Any] | None:
-    """The ping answer of the daemon listening on `path`, or None; a socket file nobody listens on is removed
-    (a daemon that was killed leaves it behind)."""
-    try:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        with sock, address(path) as addr:
-            sock.connect(addr)
-            if peer(sock)[1] != os.getuid():
-                return None
-            send(sock, {"op": "ping"})
-            line = recv_line(sock, 1 << 20)
-    except (ConnectionRefusedError, FileNotFoundError):
-        _remove_stale(path)
-        return None
-    except (OSError, RequestError):
-        return None
-    try:
-        answer = json.loads(line) if line else None
-    except json.JSONDecodeError:
-        return None
-    return answer if isinstance(answer, dict) and "pid" in answer else None
-
-
-def _remove_stale(path: Path) -> None:
-    try:
-        if path.is_socket():
-            path.unlink()
-    except OSError:
-        pass
-
-
+# -- the process -----------------------------------------------------------------------------------------
 def _prune(folder: Path, keep: str, days: float = 7.0) -> None:
     """Logs and lock files of daemons of older code pile up (each edit of the package is a new key): drop
-    week-old ones (a client touches its lock file when it takes it)."""
-    cutoff = time.time() - days * 86400
-    for f in [*folder.glob("daemon-*.log"), *folder.glob("*.lock")]:
+    week-old ones (a client touches its lock file when it takes it); and token files whose daemon is gone
+    (killed: it could not remove its own), once a minute old (a daemon writes its token just before its
+    socket)."""
+    now = time.time()
+    old = [*folder.glob("daemon-*.log"), *folder.glob("*.lock")]
+    orphans = [t for t in folder.glob("*.token") if not t.with_suffix(".sock").exists()]
+    for f, age in [*((f, days * 86400) for f in old), *((t, 60.0) for t in orphans)]:
         try:
-            if keep not in f.name and f.stat().st_mtime < cutoff:
+            if keep not in f.name and f.stat().st_mtime < now - age:
                 f.unlink()
         except OSError:
             pass
@@ -580,7 +438,7 @@ def serve(key: str | None = None, device: str = "auto", confinement: str = "auto
             announce(f"serving on {path} (pid {os.getpid()}, log {log_path(key)})")
         with listener:
             reason = daemon.serve(listener)
-        log.info("exiting: %s, %d verification(s)", reason, daemon.verifications)
+        log.info("exiting: %s, %d verification(s), %d refusal(s)", reason, daemon.verifications, daemon.refused)
     finally:
         daemon.unpublish()
         session.close()

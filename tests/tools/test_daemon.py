@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 
 from kernelagent.cli import daemon as C
-from kernelagent.tools import daemon as D
+from kernelagent.tools import daemon_wire as W
 from tests.paths import REPO, SOFTMAX_PROBLEM, softmax_case
 
 GOOD = softmax_case("good")
@@ -125,18 +125,18 @@ def daemon_home(tmp_path_factory):
 # -- units -----------------------------------------------------------------------------------------------
 def test_peer_check_refuses_another_uid():
     me = os.getuid()
-    assert D.peer_allowed(struct.pack("3i", 4321, me, 0))
-    assert not D.peer_allowed(struct.pack("3i", 4321, me + 1, 0))
-    assert not D.peer_allowed(struct.pack("3i", 4321, 0, 0), uid=1000)
+    assert W.peer_allowed(struct.pack("3i", 4321, me, 0))
+    assert not W.peer_allowed(struct.pack("3i", 4321, me + 1, 0))
+    assert not W.peer_allowed(struct.pack("3i", 4321, 0, 0), uid=1000)
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with a, b:
-        assert D.peer(a) == (os.getpid(), me)
+        assert W.peer(a) == (os.getpid(), me)
 
 
 def test_requests_are_validated(tmp_path):
-    ok = D.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD)})
+    ok = W.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD)})
     assert ok["seeds"] == 3 and ok["timing"] is True and ok["timeout"] == 300.0 and ok["cache"] is True
-    assert D.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD), "timeout": 5})[
+    assert W.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD), "timeout": 5})[
         "timeout"] == 5.0
     bad = {
         "must be an absolute path": {"problem": "problems/corpus/softmax_cases.py"},
@@ -151,39 +151,39 @@ def test_requests_are_validated(tmp_path):
         "unknown field": {"shell": "rm -rf"},
     }
     for needle, change in bad.items():
-        with pytest.raises(D.RequestError, match=re.escape(needle)):
-            D.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD), **change})
-    with pytest.raises(D.RequestError, match="not JSON"):
-        D._decode(b"{nope")
+        with pytest.raises(W.RequestError, match=re.escape(needle)):
+            W.validate({"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD), **change})
+    with pytest.raises(W.RequestError, match="not JSON"):
+        W.decode(b"{nope")
 
 
 def test_key_follows_code_environment_and_options(tmp_path, monkeypatch):
     env = {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0"}
-    key = D.daemon_key("auto", "auto", env)
-    assert key == D.daemon_key("auto", "auto", {**env, "ANTHROPIC_API_KEY": "sk-1", "KERNELAGENT_DAEMON": "on"})
-    assert key != D.daemon_key("cpu", "auto", env) != D.daemon_key("auto", "strict", env)
-    assert key != D.daemon_key("auto", "auto", {**env, "CUDA_VISIBLE_DEVICES": "1"})
-    assert key != D.daemon_key("auto", "auto", {**env, "KERNELAGENT_SCRATCH": "/scratch"})
+    key = W.daemon_key("auto", "auto", env)
+    assert key == W.daemon_key("auto", "auto", {**env, "ANTHROPIC_API_KEY": "sk-1", "KERNELAGENT_DAEMON": "on"})
+    assert key != W.daemon_key("cpu", "auto", env) != W.daemon_key("auto", "strict", env)
+    assert key != W.daemon_key("auto", "auto", {**env, "CUDA_VISIBLE_DEVICES": "1"})
+    assert key != W.daemon_key("auto", "auto", {**env, "KERNELAGENT_SCRATCH": "/scratch"})
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(D, "_PKG", pkg)
-    before = D.daemon_key("auto", "auto", env)
+    monkeypatch.setattr(W, "_PKG", pkg)
+    before = W.daemon_key("auto", "auto", env)
     (pkg / "a.py").write_text("x = 22\n")   # an edit (or an upgrade) of the package: another daemon
-    assert D.daemon_key("auto", "auto", env) != before
+    assert W.daemon_key("auto", "auto", env) != before
 
 
 def test_daemon_env_drops_secrets():
-    env = D.daemon_env({"PATH": "/bin", "OPENAI_API_KEY": "sk-x", "GH_TOKEN": "t", "HTTPS_PROXY": "p", "HOME": "/h"})
+    env = W.daemon_env({"PATH": "/bin", "OPENAI_API_KEY": "sk-x", "GH_TOKEN": "t", "HTTPS_PROXY": "p", "HOME": "/h"})
     assert env == {"PATH": "/bin", "HOME": "/h"}
 
 
 def test_stale_socket_is_removed(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNELAGENT_HOME", str(tmp_path))
-    path = D.socket_path("0123456789abcdef")
+    path = W.socket_path("0123456789abcdef")
     _stale_socket(path)
     assert path.is_socket()
-    assert D.running(path) is None
+    assert W.running(path) is None
     assert not path.exists()
 
 
@@ -197,14 +197,14 @@ def _stale_socket(path: Path) -> None:
 def test_long_home_paths_still_get_a_socket(monkeypatch, tmp_path):
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     monkeypatch.setenv("KERNELAGENT_HOME", str(deep))
-    path = D.socket_path("0123456789abcdef")
+    path = W.socket_path("0123456789abcdef")
     assert len(str(path)) > 108
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with server, D.address(path) as addr:
+    with server, W.address(path) as addr:
         server.bind(addr)
         server.listen(1)
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with client, D.address(path) as caddr:
+        with client, W.address(path) as caddr:
             client.connect(caddr)
     assert path.is_socket()
 
@@ -250,6 +250,10 @@ def test_daemon_serves_verifications_like_the_local_path(daemon_home):
     assert d["device"] == "cpu" and d["current"] and d["verifications"] == 1 and d["jobs"] == []
     assert Path(d["socket"]).stat().st_mode & 0o777 == 0o600
     assert (daemon_home / "run").stat().st_mode & 0o777 == 0o700
+    token = W.token_path(Path(d["socket"]))
+    assert token.stat().st_mode & 0o777 == 0o600 and re.fullmatch(r"[0-9a-f]{64}\n", token.read_text())
+    assert "token" not in json.dumps(d) and token.read_text().strip() not in (daemon_home / "run" / (
+        f"daemon-{d['key']}.log")).read_text()   # the token is in its file only
 
     human = verify(CHEAT, "--daemon", "on", home=daemon_home)
     assert human.returncode == 1 and "policy_violation" in human.stdout, human.stderr[-2000:]
@@ -318,7 +322,7 @@ def test_stop_cancels_what_runs_and_removes_the_socket(daemon_home):
             client.kill()
     assert res.returncode == 0 and json.loads(res.stdout) == {"stopped": [d["pid"]]}
     assert client.returncode == 3 and out == "" and "stopped while verifying" in err   # no verdict from a kill
-    assert not Path(d["socket"]).exists()
+    assert not Path(d["socket"]).exists() and not W.token_path(Path(d["socket"])).exists()
     poll(lambda: not alive(d["pid"]), limit=60)
     assert status(daemon_home) == []
     assert json.loads(ka("daemon", "stop", "--all", "--json", home=daemon_home).stdout) == {"stopped": []}
@@ -327,16 +331,16 @@ def test_stop_cancels_what_runs_and_removes_the_socket(daemon_home):
 def test_an_idle_daemon_exits_and_a_stale_socket_is_replaced(tmp_path):
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
-    path = run / f"{D.daemon_key('cpu', 'auto', _env(tmp_path))}.sock"
+    path = run / f"{W.daemon_key('cpu', 'auto', _env(tmp_path))}.sock"
     _stale_socket(path)   # a daemon of this key was killed
     try:
         res = ka("daemon", "start", "--device", "cpu", "--idle", "2", "--json", home=tmp_path)
         assert res.returncode == 0, res.stderr[-2000:]
         info = json.loads(res.stdout)
-        answer = D.running(path)   # None if it has idled out already (its socket is then gone)
+        answer = W.running(path)   # None if it has idled out already (its socket is then gone)
         assert answer is None or answer["pid"] == info["pid"]
         poll(lambda: not alive(info["pid"]))
-        assert not path.exists()
+        assert not path.exists() and not W.token_path(path).exists()
         log = (run / f"daemon-{info['key']}.log").read_text()
         assert "exiting: idle for 2 s" in log
     finally:

@@ -84,11 +84,13 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def private_mounts(keep: list[str], private_run: bool = False, readonly: list[str] | None = None) -> dict[str, str]:
+def private_mounts(keep: list[str], private_run: bool = False, readonly: list[str] | None = None,
+                   hide: list[str] | None = None) -> dict[str, str]:
     """In the child (PID 1): this namespace's own /proc, a private /tmp unless a kept dir lives there,
-    (tool runs, which may open sockets) an empty /run, so no host daemon's socket can be named, and the
-    `readonly` folders bound read-only (files linked in from outside must not be chmod-ed or touched through
-    their links: Landlock does not cover attribute changes)."""
+    (tool runs, which may open sockets) an empty /run, so no host daemon's socket can be named, the `hide`
+    folders covered by an empty mount (the verifier daemon's socket folder), and the `readonly` folders bound
+    read-only (files linked in from outside must not be chmod-ed or touched through their links: Landlock
+    does not cover attribute changes)."""
     done: dict[str, str] = {}
     try:
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
@@ -114,6 +116,7 @@ def private_mounts(keep: list[str], private_run: bool = False, readonly: list[st
             done["run"] = "private"
         except OSError as e:
             done["run"] = f"host ({e})"
+    _hide(hide or [], keep)
     for folder in readonly or []:
         try:
             _mount(folder, folder, None, MS_BIND | MS_REC)
@@ -124,6 +127,19 @@ def private_mounts(keep: list[str], private_run: bool = False, readonly: list[st
             done["inputs"] = f"writable ({e})"
             break
     return done
+
+
+def _hide(folders: list[str], keep: list[str]) -> None:
+    """Cover each existing folder holding no kept one with an empty read-only tmpfs: a socket in it cannot
+    be named (Landlock ABI <= 7 does not mediate connect() on a path-named socket). Best effort: the
+    daemon's token is the wall; this leaves a candidate nothing to knock on."""
+    kept = [os.path.realpath(k) for k in keep]
+    for folder in map(os.path.realpath, folders):
+        if os.path.isdir(folder) and not any(k == folder or k.startswith(folder + "/") for k in kept):
+            try:
+                _mount("tmpfs", folder, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0")
+            except OSError:
+                pass
 
 
 def _locked_flags(folder: str) -> int:
@@ -175,8 +191,8 @@ def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict
         _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         env = dict(os.environ)
         keep = [*opts["keep"], *_program_home(cmd[0])]
-        mounts = private_mounts(keep, opts["run"], opts["readonly"]) if "mount" in spaces else {"proc": "host",
-                                                                                                  "tmp": "host"}
+        mounts = private_mounts(keep, opts["run"], opts["readonly"], opts["hide"]) if "mount" in spaces else {
+            "proc": "host", "tmp": "host"}
         lo = loopback_up() if opts["lo"] and "net" in spaces else ("down" if "net" in spaces else "host")
         _limits("user" in spaces)
         env.update(KERNELAGENT_SANDBOX_NS=",".join(spaces), KERNELAGENT_SANDBOX_PROC=mounts["proc"],
@@ -263,13 +279,16 @@ def _wait_watching_parent(pid: int, report: int, parent: int) -> int:
 
 def _parse(argv: list[str]) -> tuple[dict, list[str]]:
     opts: dict = {"strict": False, "lo": False, "net": True, "user": True, "run": False, "keep": [], "readonly": [],
-                  "probe": False}
+                  "hide": [], "probe": False}
     i = 0
     while i < len(argv) and argv[i] != "--":
         arg = argv[i]
         if arg in ("--keep", "--readonly"):  # --readonly: bound read-only inside (and kept visible)
             opts[arg[2:]].append(argv[i + 1])
             opts["keep"] += [argv[i + 1]] if arg == "--readonly" else []
+            i += 1
+        elif arg == "--hide":  # covered by an empty mount inside
+            opts["hide"].append(argv[i + 1])
             i += 1
         elif arg in ("--strict", "--lo", "--probe"):
             opts[arg[2:]] = True

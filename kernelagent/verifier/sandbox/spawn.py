@@ -157,6 +157,9 @@ def worker_command(workdir: Path, prefix: list[str] | None, settings: confine.Se
     for own in (workdir, f"{workdir}-out", *dict.fromkeys(paths)):
         flags += ["--keep", str(own)]
     flags += ["--readonly", f"{workdir}-in"]  # files linked in from the pack and the user's problem
+    # the verifier daemon's folder (kernelagent.tools.daemon_wire.run_dir): its socket, out of a worker's sight
+    ka_home = os.path.expanduser(os.environ.get("KERNELAGENT_HOME") or "~/.kernelagent")
+    flags += ["--hide", os.path.join(ka_home, "run")]
     # -I -S: the launcher is stdlib only; it ignores PYTHON* variables and site-packages (10 ms, not 40)
     return [sys.executable, "-I", "-S", str(NSINIT), *flags, "--", *cmd]
 
