@@ -147,7 +147,7 @@ class Verifier:
         o = self.options
         timed = o.timing and self.device == "cuda"
         plan = P.TimingPlan.new() if timed else None
-        checks = P.CheckPlan.new(P.GUARANTEED_CALLS, 224) if timed else None
+        checks = P.CheckPlan.new(P.GUARANTEED_CALLS, P.CHECKED_SPAN - P.GUARANTEED_CALLS) if timed else None
         worker = worker or self.pool.acquire(self.device)
         problem = worker.link(P.PROBLEM_FILE, Path(spec.path).resolve())
         req = P.ReferenceRequest(problem=str(problem), device=self.device, secret=o.secret, seeds=o.seeds,

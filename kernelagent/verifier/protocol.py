@@ -81,6 +81,9 @@ class CheckPlan:
 
 # Calls every candidate's timing makes with fresh draws, at least (see measure.timing.MIN_CALLS).
 GUARANTEED_CALLS = 32
+# The later checked calls fall before this one; a measurement goes on until it, unless its repetitions
+# are done first (a slow kernel's few), so that none of the later checks is left out by a short run.
+CHECKED_SPAN = 256
 
 
 @dataclass

@@ -34,10 +34,10 @@ def test_the_timing_plan_is_reproducible_and_its_seeds_differ():
 
 
 def test_check_positions_are_secret_draws_within_the_guaranteed_calls():
-    plans = [P.CheckPlan.new(P.GUARANTEED_CALLS, 224) for _ in range(20)]
+    plans = [P.CheckPlan.new(P.GUARANTEED_CALLS, P.CHECKED_SPAN - P.GUARANTEED_CALLS) for _ in range(20)]
     for c in plans:
         first = [p for p in c.positions if p < P.GUARANTEED_CALLS]
-        assert len(first) == 12 and all(0 <= p < P.GUARANTEED_CALLS + 224 for p in c.positions)
+        assert len(first) == 12 and all(0 <= p < P.CHECKED_SPAN for p in c.positions)
     assert len({c.positions for c in plans}) > 1
 
 
