@@ -43,7 +43,8 @@ _PKG = Path(__file__).resolve().parents[1]
 # the code whose behaviour shapes a pack: a change to any of these files invalidates every entry
 _PACK_CODE = ("verifier/reference", "verifier/tensorio.py", "verifier/measure/timing.py",
               "verifier/measure/fresh.py", "verifier/measure/roofline.py", "verifier/worker/integrity.py",
-              "verifier/worker/timed.py", "problem")  # timed.py and fresh.py time and fingerprint the baselines
+              "verifier/worker/timed.py", "verifier/worker/outputs.py", "verifier/protocol.py",
+              "problem")  # timed.py, fresh.py, outputs.py and protocol.py time and fingerprint the baselines
 
 
 def home() -> Path:

@@ -76,34 +76,37 @@ def choose_mode(get_inputs: Callable[[], Any], plan: TimingPlan, device: str) ->
     return DrawMode("fresh") if _perf() - t <= SLOW_DRAW_S else DrawMode("pool")
 
 
-def trainable(model: Any, names: Any = None) -> list[torch.Tensor]:
-    """The parameters whose gradients a timed call fingerprints, in the same order on both sides: those
-    that require grad, sorted by name (and, for a candidate, named as the reference's are)."""
-    named = getattr(model, "named_parameters", None)
-    if named is None:
-        return []
-    return [p for n, p in sorted(named(), key=lambda np_: np_[0])
-            if p.requires_grad and (names is None or n in names)]
+def trainable(model: Any, names: list[str] | None = None) -> list[torch.Tensor]:
+    """The parameters whose gradients a timed call fingerprints, in the same order on both sides: the
+    reference's trainable ones sorted by name, and for a candidate those of the reference's `names` it has
+    (a missing one leaves its fingerprint short, and the judge says so)."""
+    named = dict(model.named_parameters()) if hasattr(model, "named_parameters") else {}
+    if names is None:
+        return [named[n] for n in sorted(named) if named[n].requires_grad]
+    return [named[n] for n in names if n in named and named[n].requires_grad]
+
+
+def trainable_names(model: Any) -> list[str]:
+    """The names `trainable(model)` follows: what the reference tells a candidate's timing."""
+    return sorted(n for n, p in model.named_parameters() if p.requires_grad)
+
+
+def with_zeros(grads: Any, wrt: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Gradients with None (an unused input or parameter) as zeros, so both sides fingerprint one tensor per
+    input and parameter, whichever side left one unused."""
+    return [g if isinstance(g, torch.Tensor) else torch.zeros_like(w) for g, w in zip(grads, wrt, strict=True)]
 
 
 def grad_outputs_for(outputs: list[Any], seed: int) -> list[torch.Tensor]:
-    """Random upstream gradients for the differentiable outputs of a call (same on both sides)."""
-    return grad_outputs_like(output_meta(outputs), seed)
-
-
-def output_meta(outputs: list[Any]) -> list[tuple[torch.Size, torch.dtype, torch.device]]:
-    """Shape, dtype and device of each differentiable output: what its upstream gradient depends on."""
-    return [(x.shape, x.dtype, x.device) for x in outputs if isinstance(x, torch.Tensor) and x.requires_grad]
-
-
-def grad_outputs_like(meta: list[tuple[torch.Size, torch.dtype, torch.device]], seed: int) -> list[torch.Tensor]:
-    """`grad_outputs_for` from the outputs' shapes alone, so that a timed call's can be drawn before it runs."""
+    """Random upstream gradients for the differentiable outputs of a call (same on both sides), drawn in
+    each output's own dtype (one write of its size)."""
     gen = None
     out = []
-    for shape, dtype, device in meta:
-        if gen is None:
-            gen = torch.Generator(device=device).manual_seed(seed ^ 0x5DEECE66D)
-        out.append(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype))
+    for x in outputs:
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            if gen is None:
+                gen = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
+            out.append(torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype))
     return out
 
 

@@ -256,9 +256,8 @@ def _graph_samples(calls: _Calls, reps: int, least: int) -> list[float]:
 
 
 MIN_CALLS = 32  # every measurement makes at least this many calls with fresh draws (protocol.GUARANTEED_CALLS)
-# and goes on to call CHECKED_SPAN whatever its host time, unless its repetitions end first: the later
-# secretly checked calls lie before it (with 0.4 s of host time a 0.13 ms softmax stopped short of it, and
-# a cheat that returns its last answer once calls come at a steady pace passed, H200 2026-12-02)
+# and none at or past CHECKED_SPAN, where the secret checks end: a candidate can count its calls, and a call
+# past the checks' span could return anything (review, 2026-12-02: half of a small kernel's samples were)
 
 
 def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 25.0, rep_ms: float = 200.0,
@@ -273,25 +272,28 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     _synchronize()
     calls.spin.size()
     est = max(statistics.median(_event_samples(calls, 5)), 1e-4)
-    n_warm = max(1, int(warmup_ms / est))
-    _event_samples(calls, min(n_warm, max_reps), WARMUP_HOST_S, least=3)
+    # every call of a measurement lies before CHECKED_SPAN, where the secret checks end: the warm-up
+    # leaves most of it to the repetitions, and the repetitions stop at it
+    n_warm = min(max(1, int(warmup_ms / est)), max_reps, max(3, CHECKED_SPAN // 4 - calls.n))
+    _event_samples(calls, n_warm, WARMUP_HOST_S, least=3)
     calls.spin.size()
     calls.launch_ms.clear()
-    reps = int(min(max_reps, max(min_reps, rep_ms / est)))
+    room = max(1, CHECKED_SPAN - calls.n)
+    reps = int(min(max_reps, room, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
     notes: list[str] = []
-    least = min(reps, max(min_reps, CHECKED_SPAN - calls.n))  # calls, host time permitting or not
     if graph:
         try:
             work.slots = GRAPH_SLOTS
-            replays = max(min_reps, -(-(CHECKED_SPAN + GRAPH_SLOTS - calls.n) // GRAPH_SLOTS))
-            result = summarize(_graph_samples(calls, max(replays, 50), least=replays), "cuda_graph")
+            replays = max(1, room // GRAPH_SLOTS - 1)  # the capture's warm calls take one slot set
+            result = summarize(_graph_samples(calls, replays, least=min(min_reps, replays)), "cuda_graph")
         except RuntimeError as e:  # not capturable: fall back to events, say so
             notes.append(f"CUDA graph capture failed ({str(e).splitlines()[0][:120]}); timed with events")
             work.slots = 1
-            result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=least), "events")
+            reps = max(1, min(reps, CHECKED_SPAN - calls.n))
+            result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
     else:
-        result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=least), "events")
+        result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
     result.host_ratio, result.host_ms_per_call = host_ratio(work)
     if calls.launch_ms:
         result.launch_host_ms = statistics.median(calls.launch_ms)

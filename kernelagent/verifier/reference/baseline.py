@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.measure.fresh import (
@@ -18,6 +19,8 @@ from kernelagent.verifier.measure.fresh import (
     grad_outputs_for,
     l2_norms,
     trainable,
+    trainable_names,
+    with_zeros,
 )
 from kernelagent.verifier.protocol import CheckPlan, TimingPlan
 from kernelagent.verifier.worker.timed import time_model
@@ -35,7 +38,7 @@ def timing_spec(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan)
     """Which trial's buffers the timed calls refill, and how each call draws its values."""
     mode = choose_mode(runner.problem.module.get_inputs, plan, runner.device)
     return {"template_trial": _template_trial(meta), "draws": {"kind": mode.kind, "pool": mode.pool},
-            "draws_text": mode.describe()}
+            "draws_text": mode.describe(), "trainable": trainable_names(_model(runner))}
 
 
 def _model(runner: ReferenceRunner) -> torch.nn.Module:
@@ -79,9 +82,8 @@ def check_prints(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan
     for pos in checks.positions:
         seed = mode.seed_of(plan, pos)
         inputs = draw_inputs(get_inputs, seed, runner.device)
-        a = _call(model, inputs, runner.backward, plan.seed(pos))
-        dtypes = [x.dtype for x in a if isinstance(x, torch.Tensor)]
-        b = _call(m64, [_up(x) for x in inputs], runner.backward, plan.seed(pos), round_to=dtypes)
+        a, gos = _call(model, inputs, runner.backward, plan.seed(pos))
+        b, _ = _call(m64, pytree.tree_map(_up, inputs), runner.backward, plan.seed(pos), gos=[_up(g) for g in gos])
         native.append(printer(a))
         f64.append(printer(b))
         scales.append(l2_norms(b))
@@ -98,19 +100,20 @@ def _up(x: Any) -> Any:
 
 
 def _call(model: torch.nn.Module, inputs: list[Any], backward: bool, seed: int,
-          round_to: list[torch.dtype] | None = None) -> list[Any]:
-    """The outputs (and input gradients) of one call, as the candidate's timed call fingerprints them."""
+          gos: list[torch.Tensor] | None = None) -> tuple[list[Any], list[torch.Tensor]]:
+    """The outputs (and the gradients of inputs and trainable parameters, None as zeros) of one call, as the
+    candidate's timed call fingerprints them, and the upstream gradients used: drawn from `seed` unless
+    given (the float64 run gets the native run's, upcast)."""
     if not backward:
         with torch.no_grad():
-            return tensorio.flatten(model(*inputs))[0]
-    diff = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+            return tensorio.flatten(model(*inputs))[0], []
+    diff = [x for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
     for x in diff:
         x.requires_grad_(True)
     out = model(*inputs)
     leaves = tensorio.flatten(out)[0]
     outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
-    gos = grad_outputs_for(outs, seed)
-    if round_to is not None:  # the float64 run gets the same (rounded) upstream gradients as the native one
-        gos = [g.to(dt).to(g.dtype) for g, dt in zip(gos, round_to, strict=False)]
-    grads = torch.autograd.grad(outs, diff + trainable(model), gos, allow_unused=True)
-    return [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves] + [g for g in grads if g is not None]
+    gos = grad_outputs_for(outs, seed) if gos is None else gos
+    wrt = diff + trainable(model)
+    grads = torch.autograd.grad(outs, wrt, gos, allow_unused=True)
+    return [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves] + with_zeros(grads, wrt), gos

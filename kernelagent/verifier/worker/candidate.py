@@ -380,7 +380,7 @@ class CandidateRunner:
         try:
             self.facts.timing = time_candidate(self.model, problem.module.get_inputs, template, plan, mode,
                                                self.device, self.backward, self.launches, self.out, use_graph,
-                                               ref_params=set(self.states[0]))
+                                               ref_params=spec.get("trainable"))
         except DrawError as e:  # the problem's inputs, not the candidate: timing is skipped and the report says why
             self.facts.timing = timing_facts_error(str(e), self.backward)
         except OutputError as e:

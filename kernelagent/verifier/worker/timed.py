@@ -22,9 +22,8 @@ from kernelagent.verifier.measure.fresh import (
     Fingerprinter,
     Refresher,
     grad_outputs_for,
-    grad_outputs_like,
-    output_meta,
     trainable,
+    with_zeros,
 )
 from kernelagent.verifier.measure.timing import Workload, measure
 from kernelagent.verifier.protocol import TimingFacts, TimingPlan, Transfers
@@ -44,8 +43,6 @@ class TimedCalls:
         self.grads: dict[int, Any] = {}
         self.prints: dict[int, torch.Tensor] = {}
         self.records: list[Any] = []
-        self._out_meta: dict[int, list[Any]] = {}  # per slot: the differentiable outputs' shapes, last call
-        self._gos: list[torch.Tensor] | None = None
 
     def workload(self) -> Workload:
         return Workload(run=self.run, prepare=self.prepare, after=self.after)
@@ -53,14 +50,9 @@ class TimedCalls:
     def prepare(self, i: int, slot: int) -> None:
         bufs = self.refresher.fill(i, slot)
         self._seed = self.plan.seed(i)
-        self._gos = None
         if self.backward:
             for x in _diff_leaves(bufs):
                 x.requires_grad_(True)
-            # the upstream gradients are the verifier's work: drawn here, outside the timed region, from
-            # the shapes of this slot's last outputs (the first call of a slot draws them in the call)
-            if slot in self._out_meta:
-                self._gos = grad_outputs_like(self._out_meta[slot], self._seed)
 
     def run(self, slot: int) -> None:
         bufs = self.refresher.buffers[slot]
@@ -74,12 +66,13 @@ class TimedCalls:
                 return
             out = self.model(*bufs)
             leaves = [x for x in check_outputs(out)[0] if isinstance(x, torch.Tensor) and x.requires_grad]
-            gos = self._gos
-            if gos is None or output_meta(leaves) != self._out_meta.get(slot):
-                with _paused(rec):  # the verifier's ops, not the candidate's
-                    gos = grad_outputs_for(leaves, self._seed)
-                self._out_meta[slot] = output_meta(leaves)
-            self.grads[slot] = torch.autograd.grad(leaves, _diff_leaves(bufs) + self.params, gos, allow_unused=True)
+            # the upstream gradients are drawn after the forward, so that it cannot read them (drawn before,
+            # they sat at an address the caching allocator hands out again): their one write of an output's
+            # size is in every forward+backward time, the baselines' too; the recorder does not count it
+            with _paused(rec):
+                gos = grad_outputs_for(leaves, self._seed)
+            wrt = _diff_leaves(bufs) + self.params
+            self.grads[slot] = (torch.autograd.grad(leaves, wrt, gos, allow_unused=True), wrt)
             self.outputs[slot] = out
         finally:
             if rec is not None:
@@ -90,7 +83,7 @@ class TimedCalls:
         if self.fingerprint is None:
             return
         leaves, _ = check_outputs(self.outputs.get(slot))
-        grads = [g for g in self.grads.get(slot, ()) if isinstance(g, torch.Tensor)]
+        grads = with_zeros(*self.grads[slot]) if slot in self.grads else []  # outside the call: zeros are ours
         self.prints[i] = self.fingerprint([*leaves, *grads])
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from kernelagent.verifier.measure.fresh import trainable
+from kernelagent.verifier.measure.fresh import trainable, with_zeros
 from kernelagent.verifier.reference.baseline import _call
 from kernelagent.verifier.worker.integrity import OpRecorder
 from kernelagent.verifier.worker.timed import TimedCalls
@@ -63,8 +63,8 @@ def test_timed_call_gradients_match_the_reference_side_in_count_and_order():
     model = Scaled()
     calls = _timed_call(model)
     x = calls.refresher.buffers[0][0].detach().clone()
-    ref = _call(model, [x], True, _Plan.seed(0))
-    cand = [g for g in calls.grads[0] if g is not None]
+    ref, _ = _call(model, [x], True, _Plan.seed(0))
+    cand = with_zeros(*calls.grads[0])
     assert len(ref) == 1 + len(cand)  # the output, then dx, dbias, dweight
     for a, b in zip(ref[1:], cand, strict=True):
         torch.testing.assert_close(a, b)
@@ -74,28 +74,107 @@ def test_timed_call_gradients_match_the_reference_side_in_count_and_order():
 def test_a_candidates_extra_parameter_is_not_fingerprinted():
     model = Scaled()
     model.extra = nn.Parameter(torch.zeros(1))  # not the reference's: no gradient of it is compared
-    params = trainable(model, {"weight", "bias", "frozen"})
+    params = trainable(model, ["bias", "weight"])  # the reference's trainable names
     assert len(params) == 2 and all(p is not model.extra for p in params)
     calls = _timed_call(model, params)
-    assert len(calls.grads[0]) == 1 + 2
+    assert len(calls.grads[0][0]) == 1 + 2
 
 
-def test_later_calls_draw_their_upstream_gradients_before_the_call(monkeypatch):
-    """From a slot's second call on the upstream gradients are drawn in `prepare` (outside the timed
-    region), with the same values the reference side draws for that call's seed."""
-    from kernelagent.verifier.worker import timed
+class WithBuffer(nn.Module):
+    """The reference: a frozen parameter, a buffer, and an input it does not use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+        self.frozen = nn.Parameter(torch.ones(3), requires_grad=False)
+        self.register_buffer("shift", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return x * self.weight * self.frozen + self.shift
+
+
+class AllTrainable(WithBuffer):
+    """An honest candidate that makes the frozen parameter and the buffer trainable and touches `unused`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen.requires_grad_(True)
+        del self.shift
+        self.shift = nn.Parameter(torch.zeros(3))
+
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return x * self.weight * self.frozen + self.shift + 0.0 * unused
+
+
+def test_an_honest_candidate_with_more_trainable_tensors_fingerprints_what_the_reference_does():
+    """Only the reference's trainable names count, and an unused input's None gradient is zeros on both
+    sides (review, 2026-12-02: 3 fingerprinted tensors against 4 rejected such candidates as
+    timing_violation)."""
+    torch.manual_seed(0)
+    ref_model, cand = WithBuffer(), AllTrainable()
+    x, unused = torch.randn(4, 3), torch.randn(4, 3)
+    ref, _ = _call(ref_model, [x.clone(), unused.clone()], True, _Plan.seed(0))
+    refresher = _Refresher(x.clone())
+    refresher.buffers = [[x.clone(), unused.clone()]]
+    calls = TimedCalls(cand, refresher, _Plan(), True, None, OpRecorder,
+                       params=trainable(cand, ["weight"]))
+    calls.prepare(0, 0)
+    calls.run(0)
+    got = with_zeros(*calls.grads[0])
+    assert len(ref) == 1 + len(got) == 1 + 3  # y; dx, dunused (zeros), dweight
+    for a, b in zip(ref[1:], got, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_float64_call_gets_the_native_calls_upstream_gradients():
+    """With an integer output before the differentiable one, the float64 check used to round its upstream
+    gradients through the wrong dtype (int64), which let a zero gradient pass."""
+
+    class ArgmaxAndScale(Scaled):
+        def forward(self, x):
+            return x.argmax(-1), x * self.weight
 
     torch.manual_seed(0)
-    model = Scaled()
-    calls = _timed_call(model)
-    inline = []
-    real = timed.grad_outputs_for
-    monkeypatch.setattr(timed, "grad_outputs_for", lambda *a: inline.append(1) or real(*a))
-    calls.prepare(1, 0)
-    assert calls._gos is not None
-    calls.run(0)
-    assert not inline  # nothing drawn inside the call
-    x = calls.refresher.buffers[0][0].detach().clone()
-    ref = _call(model, [x], True, _Plan.seed(1))
-    for a, b in zip(ref[1:], [g for g in calls.grads[0] if g is not None], strict=True):
-        torch.testing.assert_close(a, b)
+    model = ArgmaxAndScale()
+    x = torch.randn(4, 3)
+    native, gos = _call(model, [x.clone()], True, 7)
+    m64 = ArgmaxAndScale().double()
+    m64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    wide, _ = _call(m64, [x.double()], True, 7, gos=[g.double() for g in gos])
+    torch.testing.assert_close(wide[2].float(), native[2], rtol=1e-6, atol=1e-6)  # dx agrees closely
+
+
+def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
+    """A candidate can count its calls: none may lie past the secret checks' span (review, 2026-12-02:
+    with the host-time limit alone, half of a small kernel's samples did). Fake events on the CPU."""
+    import kernelagent.verifier.measure.timing as T
+    from kernelagent.verifier.protocol import CHECKED_SPAN
+
+    clock = [0.0]
+
+    class Ev:
+        def __init__(self, enable_timing: bool = True) -> None:
+            self.t = 0.0
+
+    def record(ev, stream):  # noqa: ANN001
+        ev.t = clock[0]
+
+    monkeypatch.setattr(T, "_Event", Ev)
+    monkeypatch.setattr(T, "_record", record)
+    monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
+    monkeypatch.setattr(T, "_synchronize", lambda: None)
+    monkeypatch.setattr(T, "_spin", None)
+    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: None))
+    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
+    for kernel_ms, graph in ((0.005, True), (0.13, False), (2.0, False)):
+        seen: list[int] = []
+
+        def run(slot: int, ms: float = kernel_ms) -> None:
+            clock[0] += ms
+
+        work = T.Workload(run=run, prepare=lambda i, slot, seen=seen: seen.append(i))
+        if graph:  # no CUDA graphs here: the graph path's arithmetic through the events fallback
+            monkeypatch.setattr(T.torch.cuda, "Stream", lambda: (_ for _ in ()).throw(RuntimeError("no graphs")))
+        result = T.measure(work, use_graph=graph)
+        assert max(seen) < CHECKED_SPAN, (kernel_ms, max(seen))
+        assert result.n >= 30 and result.calls == len(seen)
