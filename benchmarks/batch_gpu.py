@@ -6,11 +6,16 @@ shard that verified it (one worker set per GPU, pinned with CUDA_VISIBLE_DEVICES
 configuration reached the same verdicts.
 
 Run: `python benchmarks/batch_gpu.py` (GPU 0), `python benchmarks/batch_gpu.py 0 0,1` (one GPU, then two:
-issue 21's comparison). Writes $OUT/batch_gpu.json (or benchmarks/results/batch_gpu.json).
+issue 21's comparison). Writes $OUT/batch_gpu.json (or benchmarks/results/batch_gpu.json) after every
+verification, marked `"complete": false` until the last: a run its time limit ends still leaves each
+verdict and message. BATCH_HOME=DIR uses DIR as the home of the first configuration instead of an empty
+one: a batch killed there resumes in the next call (nothing verified twice; its wall time is then the
+resumed part's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -24,25 +29,62 @@ ROOT = Path(__file__).resolve().parents[1]
 INPUTS = [ROOT / "examples", ROOT / "kernelagent" / "kernels"]
 
 
-def run_config(gpus: list[int], seeds: int) -> dict[str, Any]:
-    """One batch on `gpus` from an empty home: wall time, summary, and every item."""
-    from kernelagent.memory import batches as B
+ITEM_FIELDS = ("problem", "candidate_path", "verdict", "category", "worker", "seconds", "speedup_eager",
+               "speedup_compile", "gpu")
+
+
+def run_config(gpus: list[int], seeds: int, home: str | None = None, partial: Any = lambda config: None,
+               inputs: list[Path] = INPUTS, device: str = "cuda") -> dict[str, Any]:
+    """One batch on `gpus` from an empty home (or `home`): wall time, summary, and every item with its
+    message; `partial(config)` gets the items verified so far after each verification."""
+    with contextlib.ExitStack() as stack:
+        if home is None:
+            home = stack.enter_context(tempfile.TemporaryDirectory(prefix="ka-batch-home-"))
+        return _run_in(Path(home), gpus, seeds, partial, inputs, device)
+
+
+def _run_in(home: Path, gpus: list[int], seeds: int, partial: Any, inputs: list[Path], device: str) -> dict[str, Any]:
     from kernelagent.memory import open_store
     from kernelagent.tools.batch import BatchOptions, BatchRunner, discover
 
-    with tempfile.TemporaryDirectory(prefix="ka-batch-home-") as home:
-        os.environ["KERNELAGENT_HOME"] = home
-        events: list[dict[str, Any]] = []
-        with open_store(Path(home)) as store:
-            t0 = time.perf_counter()
-            summary = BatchRunner(store, discover(INPUTS), BatchOptions(device="cuda", gpus=gpus, seeds=seeds),
-                                  progress=lambda e: (events.append(e), print(e, flush=True))).run()
-            wall = time.perf_counter() - t0
-            items = [{k: r[k] for k in ("problem", "candidate_path", "verdict", "category", "worker", "seconds",
-                                        "speedup_eager", "speedup_compile", "gpu")}
-                     for r in B.items(store, summary["batch_id"])]
-    return {"gpus": gpus, "wall_s": round(wall, 2), "summary": summary, "items": items,
-            "errors": [e for e in events if e["event"] == "error"]}
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["KERNELAGENT_HOME"] = str(home)
+    events: list[dict[str, Any]] = []
+    with open_store(home) as store:
+        t0 = time.perf_counter()
+
+        def progress(event: dict[str, Any]) -> None:
+            events.append(event)
+            print(event, flush=True)
+            if event.get("event") == "done" and "batch_id" in _first_plan(events):
+                partial({"gpus": gpus, "wall_s": round(time.perf_counter() - t0, 2), "summary": None,
+                         "items": _items(store, _first_plan(events)["batch_id"]), "errors": _errors(events)})
+
+        summary = BatchRunner(store, discover(inputs), BatchOptions(device=device, gpus=gpus, seeds=seeds),
+                              progress=progress).run()
+        wall = time.perf_counter() - t0
+        return {"gpus": gpus, "wall_s": round(wall, 2), "summary": summary,
+                "items": _items(store, summary["batch_id"]), "errors": _errors(events)}
+
+
+def _first_plan(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((e for e in events if e.get("event") == "plan"), {})
+
+
+def _errors(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("event") == "error"]
+
+
+def _items(store: Any, batch_id: str) -> list[dict[str, Any]]:
+    """The batch's items, each with its attempt's one-line message (why a candidate was rejected)."""
+    from kernelagent.memory import batches as B
+
+    rows = B.items(store, batch_id)
+    ids = [r["attempt_id"] for r in rows if r.get("attempt_id")]
+    marks = ",".join("?" * len(ids))
+    messages = {a["id"]: a["message"] for a in store.query(f"select id, message from attempts where id in ({marks})",
+                                                             tuple(ids))} if ids else {}
+    return [{**{k: r[k] for k in ITEM_FIELDS}, "message": messages.get(r.get("attempt_id"))} for r in rows]
 
 
 def verdicts(config: dict[str, Any]) -> dict[str, str]:
@@ -51,12 +93,19 @@ def verdicts(config: dict[str, Any]) -> dict[str, str]:
 
 def main(argv: list[str]) -> None:
     configs = [[int(g) for g in arg.split(",")] for arg in argv] or [[0]]
-    results = [run_config(gpus, seeds=3) for gpus in configs]
+    results: list[dict[str, Any]] = []
+    for n, gpus in enumerate(configs):
+        def partial(config: dict[str, Any]) -> None:
+            write_result("batch_gpu", {"inputs": [str(p.relative_to(ROOT)) for p in INPUTS],
+                                       "configs": results + [config], "complete": False})
+        home = os.environ.get("BATCH_HOME") if n == 0 else None
+        results.append(run_config(gpus, seeds=3, home=home, partial=partial))
     same = all(verdicts(r) == verdicts(results[0]) for r in results)
     base = results[0]["wall_s"]
     speedups = {",".join(map(str, r["gpus"])): round(base / r["wall_s"], 3) for r in results}
     path = write_result("batch_gpu", {"inputs": [str(p.relative_to(ROOT)) for p in INPUTS], "configs": results,
-                                      "identical_verdicts": same, "wall_speedup_vs_first": speedups})
+                                      "identical_verdicts": same, "wall_speedup_vs_first": speedups,
+                                      "complete": True})
     print(f"wrote {path}; identical verdicts: {same}; wall speedup vs first config: {speedups}")
 
 

@@ -425,7 +425,8 @@ def _cost_notes(res: WorkerResult) -> dict[str, object]:
     """What explains a slow worker: modules the candidate's run imported late (torch._dynamo costs
     seconds), how the parallel Triton driver build went."""
     env, facts = res.result.get("environment") or {}, res.result.get("facts") or {}
-    return {"late_imports": facts.get("late_imports") or [], "triton_driver": env.get("triton_driver", "")}
+    return {"late_imports": facts.get("late_imports") or [], "triton_driver": env.get("triton_driver", ""),
+            "warmup": {k: env[k] for k in ("warmup_ahead", "warmup") if k in env}}
 
 
 def _finish(report: Report, t0: float) -> Report:

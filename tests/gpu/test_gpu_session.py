@@ -51,3 +51,6 @@ def test_concurrent_candidates_are_timed_one_at_a_time(tmp_path):
     assert sum(1 for kind, d in gate.log if kind == "EX" and d == 1) == 3, "each candidate timed under the lock"
     assert all("worker_timing_wait" in r.metrics["cost_seconds"] for r in reports)
     assert most_shared >= 2, "the checks of candidates verified at once ran side by side"
+    # the pooled workers compiled their warm-up kernel before their GPU turn, without making a CUDA context
+    ahead = [r.metrics["cost_notes"]["warmup"].get("warmup_ahead") for r in reports]
+    assert all(a and a["ok"] and a["context"] is False for a in ahead), ahead

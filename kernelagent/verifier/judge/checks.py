@@ -21,7 +21,7 @@ from kernelagent.verifier.judge.compare import (
     compare_outputs,
     looks_like_reduced_precision,
 )
-from kernelagent.verifier.judge.timed import bimodal, check_prints, describe_wrong, tolerance_for
+from kernelagent.verifier.judge.timed import bimodal, check_prints, describe_wrong, host_bound, tolerance_for
 from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
 from kernelagent.verifier.sandbox import untrusted
@@ -358,9 +358,7 @@ class Judge:
             self.j.add("timing_violation", f"the timed calls took {min(times):.4f} ms, below the {floor:.4f} ms the "
                        "GPU needs at least to read the inputs and write the outputs of one call: work was skipped",
                        "timing", "compute every call in full; a time faster than the hardware is not a speedup")
-        note = bimodal(cand.get("samples_ms") or [])
-        if note:
-            self.j.notes.append(note)
+        self.j.notes += [n for n in (bimodal(cand.get("samples_ms") or []), host_bound(cand)) if n]
 
     def _late_in_trials(self) -> bool:
         return any(t.late_writes for t in self.facts.trials.values())

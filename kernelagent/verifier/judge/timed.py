@@ -118,3 +118,17 @@ def bimodal(samples: list[float]) -> str:
         return (f"per-call times are uneven: {low:.0%} of calls under half the median, {high:.0%} over twice it "
                 f"(max {s[-1]:.4f} ms, median {med:.4f} ms)")
     return ""
+
+
+HOST_BOUND_RATIO = 1.2  # host time per launch over GPU time per call beyond which the note below is made
+
+
+def host_bound(cand: dict[str, Any]) -> str:
+    """A note when launching a call took the host longer than the call took the GPU. The spin before each
+    timed call hides that launch time (measure.timing), so the time is the GPU's; say so, with the figures."""
+    host, med = cand.get("launch_host_ms"), cand.get("median_ms")
+    if cand.get("method") != "events" or not host or not med or host <= HOST_BOUND_RATIO * med:
+        return ""
+    return (f"launching one call took {host:.3f} ms of host time, the verifier's op recorder and launch hook "
+            f"included, against {med:.4f} ms of GPU time: the time reported is the GPU's; a program that cannot "
+            "queue its calls ahead of the GPU waits for the host instead")

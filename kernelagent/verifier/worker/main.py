@@ -57,24 +57,39 @@ def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
         versions["interpreter_autotune"] = "first config" if autotune_without_benchmarks() else "benchmarks"
         versions["interpreter_module_globals"] = "kept clean" if keep_kernel_modules_clean() else "shared"
         versions["interpreter_source"] = "as compiled" if rewrite_what_the_compiler_compiles() else "re-read"
+    warming = bool(versions["triton"]) and os.environ.get("KERNELAGENT_WORKER_WARM") == "1"
     if mode == "cuda":
         import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs
+        if warming and torch.cuda.is_available():  # host work (the compilers): before the GPU turn
+            helper = _joined(helper, versions)
+            versions["warmup_ahead"] = _never_fatal("compile_ahead")
         _wait_for_gpu_turn(workdir)  # also with no GPU visible: the parent waits for the word either way
     if mode == "cuda" and torch.cuda.is_available():
-        torch.zeros(1, device="cuda")  # create the context while idle in the pool
+        torch.zeros(1, device="cuda")  # create the context (while the driver helper builds, if it still does)
         versions["gpu"] = torch.cuda.get_device_name()
         versions["capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability())
         versions["cuda"] = torch.version.cuda or ""
+    _joined(helper, versions)
+    if warming and mode in ("cuda", "cpu"):  # launch one trusted kernel while idle
+        versions["warmup"] = _never_fatal("warm", "cuda" if mode == "cuda" else "cpu")
+    return versions
+
+
+def _joined(helper: threading.Thread | None, versions: dict[str, str]) -> None:
+    """Wait for the driver helper's build (if one runs) and note how it went; returns None (no helper left)."""
     if helper is not None:
         helper.join()
         versions["triton_driver"] = helper.name
-    if versions["triton"] and mode in ("cuda", "cpu") and os.environ.get("KERNELAGENT_WORKER_WARM") == "1":
-        try:  # compile and launch one trusted kernel while idle; never fatal
-            from kernelagent.verifier.worker.warmup import warm
-            versions["warmup"] = warm("cuda" if mode == "cuda" else "cpu")
-        except Exception as e:  # noqa: BLE001
-            versions["warmup"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
-    return versions
+    return None
+
+
+def _never_fatal(name: str, *args: str) -> dict[str, object]:
+    """Run warmup.`name`(*args); a failure is noted, never raised (the candidate's own launch reports it)."""
+    try:
+        from kernelagent.verifier.worker import warmup
+        return getattr(warmup, name)(*args)
+    except Exception as e:  # noqa: BLE001
+        return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
 def _start_triton_driver() -> threading.Thread:

@@ -192,3 +192,23 @@ def test_an_output_that_is_pytorchs_copy_of_the_input_is_fallback(world):
     judge, *_ = world
     assert judge(trials=_calls(copied=[0])) == "fallback_to_reference"
     assert judge(trials=_calls(copied=[0], launches=0)) == "no_kernel_launched"
+
+
+def test_a_launch_slower_than_the_gpu_is_noted_not_rejected(world, tmp_path):
+    """The spin before each timed call hides the host's launch time; the judge says when it exceeded the GPU's."""
+    _, _, refs, out = world
+    _prints(refs, out, wrong_at=set())
+    meta = {"device": "cpu", "problem": {"tolerance": None}, "trials": [_trial(0, 0), _trial(1, 1)],
+            "timing": {"template_trial": 0}}
+
+    def notes(**cand) -> list[str]:
+        timing = _timing()
+        timing.candidate.update({"method": "events", **cand})
+        j = Judge(refs, meta, CandidateFacts(trials=_calls(), timing=timing), out).run()
+        assert not j.findings, j.findings
+        return [n for n in j.notes if "host time" in n]
+
+    assert notes(launch_host_ms=2.5) and "2.500 ms of host time" in notes(launch_host_ms=2.5)[0]
+    assert notes(launch_host_ms=0.9) == []            # the GPU took longer than the launch
+    assert notes(launch_host_ms=None) == []           # nothing measured
+    assert notes(launch_host_ms=2.5, method="cuda_graph") == []  # a graph replay has no per-call launch
