@@ -54,10 +54,19 @@ def emit(result: dict) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
+def single_threaded(env: dict[str, str]) -> dict[str, str]:
+    """`env` with torch's CPU ops on one thread (unless OMP_NUM_THREADS is set): the suite runs two such
+    children at once on a 2-core machine, where a second OpenMP thread per child only spins (the examples'
+    child used ~80 CPU-seconds with two threads, ~52 with one, under the suite's load). The checks compare
+    with tolerances; a thread count changes at most the order of a reduction in torch's references."""
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
 def run_in_interpreter(code: str, timeout: float = 300.0, round_bf16: bool = True) -> dict:
     """Run `code` with TRITON_INTERPRET=1 and the repository on sys.path; return what it emit()ted."""
     code = (_PRELUDE if round_bf16 else "") + code
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    env = single_threaded(dict(os.environ, TRITON_INTERPRET="1"))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     try:
         proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.interp import single_threaded
 from tests.prompts.guide_snippets import snippets, write_full
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ MAX_FRAGMENTS = 3
 
 
 def _child(args: list[str], cwd: Path, timeout: int = 600) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "TRITON_"))}
+    env = single_threaded({k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "TRITON_"))})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=str(cwd))

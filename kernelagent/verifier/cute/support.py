@@ -78,6 +78,7 @@ class _Hooks:
         self.compile_only = False
         self.originals: dict[tuple[type, str], Any] = {}
         self.local = threading.local()  # .ptxas: list[str] while a compile runs
+        self.on_stream: Callable[[int], None] | None = None  # told the stream of every compiled-function call
 
 
 _HOOKS = _Hooks()
@@ -86,16 +87,21 @@ _HOOKS = _Hooks()
 # ============================================================================= public API
 
 
-def install_hooks(stats: dict, *, ptxas_report: bool = True, line_info: bool = True) -> None:
+def install_hooks(stats: dict, *, ptxas_report: bool = True, line_info: bool = True,
+                  on_stream: Callable[[int], None] | None = None) -> None:
     """Instrument CuTe DSL in this process; call before the candidate is imported.
 
     `ptxas_report` asks ptxas for its resource report (`remarks{ptx}`: `ptxas -v`, no code
     change); `line_info` adds source lines to the IR (`CUTE_DSL_LINEINFO`) so that IR verification
-    errors name the candidate's line and ncu can show source. Calling it again only rebinds
-    `stats`. Raises ImportError when cutlass is not installed.
+    errors name the candidate's line and ncu can show source. `on_stream(handle)` is called with the
+    CUstream of every call of a compiled function (a CuTe launch takes its stream as an argument, which
+    no launch hook sees: the worker rejects one off the caller's stream). Calling it again only rebinds
+    `stats` (and `on_stream` when given). Raises ImportError when cutlass is not installed.
     """
     _init_stats(stats)
     _HOOKS.stats = stats
+    if on_stream is not None:
+        _HOOKS.on_stream = on_stream
     if _HOOKS.installed:
         return
     _configure_environment(ptxas_report, line_info)
@@ -501,5 +507,7 @@ def _record_streams(args: tuple, kwargs: dict) -> None:
             handle = int(value)
             if handle not in seen:
                 seen.append(handle)
+            if _HOOKS.on_stream is not None:
+                _HOOKS.on_stream(handle)
 
 

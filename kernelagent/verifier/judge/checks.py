@@ -128,6 +128,7 @@ class Judge:
                        "integrity", "do all work in the forward call, on the caller's thread")
         for tid, t in f.trials.items():
             self._trial_facts(int(tid), t)
+        self._skipped_after_working()
         first = self.meta["trials"][0]["id"] if self.meta.get("trials") else -1
         for name, t in f.probe_calls.items():  # held to the same rules as the trials, on their trials' inputs
             # the caching probe's second call: no launch there is the cache the probe looks for, and says so
@@ -138,6 +139,24 @@ class Judge:
                 self.j.add("caching_detected", "called again on the same input buffers holding new values, forward "
                            "launched no kernel: it returned a remembered answer", "integrity",
                            "compute from the input values on every call; never cache results by pointer or shape")
+
+    def _skipped_after_working(self) -> None:
+        """A trial that launched nothing after an earlier trial on inputs of the same shapes launched: the
+        answer was remembered (a cache keyed on an address the allocator handed out again, for one). The
+        probe below looks for the same on purpose; this catches it where the trials found it first (in
+        one CI run the trials did, and the probe's own first call then hit the cache too)."""
+        if self.cpu_compile_only:
+            return
+        worked: set[str] = set()
+        for tid in sorted(self.facts.trials, key=int):
+            t, desc = self.facts.trials[tid], self.trials.get(int(tid), {}).get("input_desc")
+            if t.launches:
+                worked.add(desc)
+            elif desc is not None and desc in worked:
+                self.j.add("caching_detected", "forward launched no kernel on a call whose inputs have the shapes of "
+                           "an earlier call's, where it did launch: it returned a remembered answer", "integrity",
+                           "compute from the input values on every call; never cache results by pointer or shape")
+                return
 
     def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
         """The recorded ops that computed; library ops whose Python bodies the recorder ran (and recorded

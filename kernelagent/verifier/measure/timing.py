@@ -1,7 +1,7 @@
 """One timing method for candidate, eager reference and torch.compile reference (GPU only).
 
-Each call: new input values (fresh.Refresher, outside the events), flush L2 (outside the events), a
-short wait on the GPU (below), record events around the call, then fingerprint its outputs (outside the
+Each call: a short wait on the GPU (below), new input values (fresh.Refresher, outside the events), flush
+L2 (outside the events), record events around the call, then fingerprint its outputs (outside the
 events). Warm-up first;
 repetitions until a time budget or a count; median, interquartile range and mean. A host-clock
 cross-check around a full device synchronise catches work hidden on other streams. Under 10 us the
@@ -11,10 +11,11 @@ every replay.
 The wait: refreshing inputs and fingerprinting outputs keep the host busy between calls, so the GPU
 drains its queue and would reach the start event before the host has launched the call; the events
 would then time the host's launch work (and the verifier's own recorder) as if it were the kernel's.
-A one-thread spin kernel, longer than the host needs to launch the call, keeps the launch ahead of
-the GPU, as a deep queue does in `triton.testing.do_bench` (NVBench's blocking kernel does the same).
-Work on another stream could run beside the spin; the worker rejects any launch off the caller's
-stream (worker.integrity), so nothing of the call's can.
+A one-thread spin kernel, longer than the host needs to refresh the inputs and launch the call, keeps the
+launch ahead of the GPU, as a deep queue does in `triton.testing.do_bench` (NVBench's blocking kernel does
+the same). The spin comes before the refresh: work on another stream could run beside it, but it would see
+the previous call's inputs (and the worker rejects any launch off the caller's stream it can see:
+worker.integrity, and CuTe DSL launches through cute.support).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ WARMUP_HOST_S = 0.1
 REPS_HOST_S = 0.4
 L2_FLUSH_BYTES = 256 * 2**20
 SPIN_MAX_MS = 25.0       # past this host time per call, the rest of the launch shows in the call's time
-SPIN_MARGIN = 1.5        # spin this many times the host time of the slowest recent launch
+SPIN_MARGIN = 1.5        # spin this many times the host time of the slowest recent refresh, flush and launch
 SPIN_FLOOR_MS = 0.02
 
 
@@ -163,26 +164,31 @@ class _Calls:
         self.launch_ms: list[float] = []
 
     def one(self, record: bool = True) -> tuple[Any, Any] | None:
+        """Call i: new input values and an L2 flush, then the timed call between its events. A timed call
+        queues the spin first, so while the GPU spins the inputs still hold the previous call's values:
+        nothing the candidate left running beside the spin (work on a stream of its own) can compute from
+        the new ones before the start event, only during the flush that follows the refresh."""
         i, slot = self.n, self.n % self.work.slots
         self.n += 1
+        if record:
+            self.spin()
+        t = _perf_counter()
         self.work.prepare(i, slot)
         if self.flush is not None:
             self.flush()
         if not record:
-            t = _perf_counter()
             self.work.run(slot)
             self.spin.saw((_perf_counter() - t) * 1e3)
             self.work.after(i, slot)
             return None
-        self.spin()
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        t = _perf_counter()
+        launched = _perf_counter()
         _record(start, torch.cuda.current_stream())
         self.work.run(slot)
         _record(end, torch.cuda.current_stream())
-        host = (_perf_counter() - t) * 1e3
-        self.spin.saw(host)
-        self.launch_ms.append(host)
+        now = _perf_counter()
+        self.spin.saw((now - t) * 1e3)
+        self.launch_ms.append((now - launched) * 1e3)
         self.work.after(i, slot)
         return start, end
 

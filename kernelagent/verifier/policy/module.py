@@ -32,6 +32,7 @@ from kernelagent.verifier.policy.tables import (
     TORCH_OP_NAMESPACES,
     TORCH_TENSOR_BASES,
     TORCH_UTILS_OK,
+    raw_cuda,
 )
 
 _HOOK = re.compile(r"^_?register_\w*hook\w*$")
@@ -155,7 +156,12 @@ class ModuleChecker:
             return
         root, _, rest = qual.partition(".")
         first = rest.split(".")[0].split("(")[0]
-        if root in REFERENCE_MODULES and root not in self.imported_roots:
+        if raw_cuda(qual) or (home is not None and raw_cuda(home)):
+            self.report.add("stream_creation", node, f"{label} reaches the CUDA driver or runtime directly "
+                                                     f"({_shown(qual)}): streams, copies and launches made there are "
+                                                     "invisible to the verifier; only cuda.CUstream(torch.cuda."
+                                                     "current_stream().cuda_stream) may be used")
+        elif root in REFERENCE_MODULES and root not in self.imported_roots:
             self.report.add("reference_access", node, f"{label} reaches `{qual}`, the reference problem or the "
                                                       "verifier")
         elif root == "os" and first and first not in OS_OK:

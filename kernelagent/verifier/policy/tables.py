@@ -89,7 +89,8 @@ DESCRIPTIONS: dict[str, str] = {
                     "PyTorch's own operators, global PyTorch settings (seeds, default dtype, TF32, allocator)",
     "try_around_kernel": "try/except (not re-raising) or contextlib.suppress around the kernel path in forward",
     "stream_creation": "creating, switching or capturing CUDA streams or graphs (torch.cuda.Stream/stream/graph, "
-                       "cuStreamCreate, raw CUstream handles)",
+                       "cuStreamCreate, raw CUstream handles); anything of the CUDA driver or runtime bindings "
+                       "(cuda-python, cutlass.cuda) but the CUstream type and the result codes",
     "forbidden_import": "an import outside the allowed list (named in the message); unlisted os functions; "
                         "torch.utils modules other than dlpack",
     "dynamic_import": "__import__, importlib, runpy, pkgutil, torch.ops.import_module, torch.package",
@@ -283,6 +284,26 @@ STREAM_CALLS = frozenset({
     "cuda.cuda.cuStreamCreate", "cuda.cudart.cudaStreamCreate", "cutlass.torch.default_stream",
 })
 CUSTREAM_TYPES = frozenset({"cuda.bindings.driver.CUstream", "cuda.cuda.CUstream", "cuda.CUstream"})
+
+# The CUDA driver and runtime bindings (cuda-python, and CuTe DSL's own wrappers of them). Streams, events,
+# copies and launches made through them are invisible to the verifier's op recorder and launch hooks (a
+# non-blocking stream of the candidate's own ran work beside the timing spin unseen: red-team review,
+# 2026-12-02), so a kernel may name only these modules themselves, the stream type (to wrap torch's current
+# stream: `cuda.CUstream(torch.cuda.current_stream().cuda_stream)`) and the result codes.
+RAW_CUDA_ROOTS = ("cuda.", "cutlass.cuda.", "cutlass.base_dsl.runtime.cuda.")
+RAW_CUDA_MODULES = frozenset({
+    "cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.bindings.runtime", "cuda.cuda", "cuda.cudart",
+    "cutlass.cuda", "cutlass.base_dsl.runtime.cuda",
+})
+RAW_CUDA_OK = CUSTREAM_TYPES | {"cuda.bindings.driver.CUresult", "cuda.cuda.CUresult", "cuda.CUresult"}
+
+
+def raw_cuda(qual: str) -> bool:
+    """Whether `qual` names something of the CUDA bindings beyond RAW_CUDA_MODULES and RAW_CUDA_OK."""
+    name = qual.split("()")[0]
+    if not name.startswith(RAW_CUDA_ROOTS) or name in RAW_CUDA_MODULES:
+        return False
+    return not any(name == ok or name.startswith(ok + ".") for ok in RAW_CUDA_OK)
 
 # Attributes of frames, tracebacks, generators, coroutines and code objects (f_back, tb_frame,
 # gi_frame, co_consts, ...), taken from the running interpreter and a fixed list.

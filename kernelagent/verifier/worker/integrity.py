@@ -127,6 +127,14 @@ def mark_launched(args: Any, kwargs: dict[str, Any]) -> None:
         _active[-1].launched([*args, *kwargs.values()])
 
 
+def note_stream(handle: int) -> None:
+    """A launch on the stream `handle` (a CuTe DSL call takes its stream as an argument): the innermost
+    recorder counts it as work on a foreign stream when that is not the caller's stream."""
+    rec = _active[-1] if _active else None
+    if rec is not None and rec.stream is not None and int(handle) != rec.stream:
+        rec.transfers.foreign_streams += 1
+
+
 def op_name(func: Any) -> str:
     packet = getattr(func, "overloadpacket", None)
     ns = getattr(func, "namespace", "aten")
@@ -364,7 +372,7 @@ class LaunchCounter:
         except ImportError:
             return False
         try:
-            cute_support.install_hooks(self.stats)
+            cute_support.install_hooks(self.stats, on_stream=note_stream)
         except Exception as e:  # noqa: BLE001 - launches then go uncounted; the report says so
             self.stats["cute_hook_error"] = f"{type(e).__name__}: {e}"[:200]
             return False

@@ -66,3 +66,30 @@ def test_copies_made_inside_a_library_op_body_count_too():
     with inner:
         y = x.clone()
     assert rec.copied_outputs([y]) == [0]
+
+
+def test_a_cute_call_on_a_stream_other_than_the_callers_is_work_on_a_foreign_stream():
+    """A CuTe DSL launch takes its stream as an argument, which no launch hook sees: every CUstream handed to
+    a compiled function is told to the recorder (red-team review, 2026-12-02: a CuTe kernel on a non-blocking
+    stream of the candidate's own computed beside the timing spin, unseen)."""
+    import types
+
+    from kernelagent.verifier.cute import support as cs
+    from kernelagent.verifier.protocol import Transfers
+    from kernelagent.verifier.worker import integrity as I
+
+    class CUstream(int):  # the bindings' type is recognised by its name
+        pass
+
+    rec = types.SimpleNamespace(stream=7, transfers=Transfers())
+    saved = (cs._HOOKS.on_stream, cs._HOOKS.stats)
+    I._active.append(rec)
+    try:
+        cs._HOOKS.on_stream, cs._HOOKS.stats = I.note_stream, {"cute_streams": []}
+        cs._record_streams((CUstream(7),), {})
+        assert rec.transfers.foreign_streams == 0  # the caller's stream
+        cs._record_streams((1,), {"stream": CUstream(9)})
+        assert rec.transfers.foreign_streams == 1
+    finally:
+        I._active.remove(rec)
+        cs._HOOKS.on_stream, cs._HOOKS.stats = saved

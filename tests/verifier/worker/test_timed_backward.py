@@ -178,3 +178,31 @@ def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
         result = T.measure(work, use_graph=graph)
         assert max(seen) < CHECKED_SPAN, (kernel_ms, max(seen))
         assert result.n >= 30 and result.calls == len(seen)
+
+
+def test_the_spin_comes_before_the_new_inputs(monkeypatch):
+    """While the GPU spins, a candidate's work on a stream of its own could run beside it: the inputs must
+    still hold the previous call's values then (red-team review, 2026-12-02: with the refresh before a spin
+    of up to 25 ms, such work computed the answer from the new inputs unseen). Fake events on the CPU."""
+    import kernelagent.verifier.measure.timing as T
+
+    order: list[str] = []
+
+    class Ev:
+        def __init__(self, enable_timing: bool = True) -> None:
+            self.t = 0.0
+
+    monkeypatch.setattr(T, "_Event", Ev)
+    monkeypatch.setattr(T, "_record", lambda ev, stream: order.append("event"))
+    monkeypatch.setattr(T, "_elapsed", lambda a, b: 0.05)
+    monkeypatch.setattr(T, "_synchronize", lambda: None)
+    monkeypatch.setattr(T, "_spin", lambda cycles: order.append("spin"))
+    monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
+    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: order.append("flush")))
+    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
+    work = T.Workload(run=lambda slot: order.append("run"), prepare=lambda i, slot: order.append("refresh"))
+    T.measure(work, use_graph=False)
+    timed = [k for k in range(1, len(order) - 1) if order[k] == "run" and order[k - 1] == order[k + 1] == "event"]
+    assert len(timed) >= 30
+    for k in timed:  # every timed call: spin, then the refresh and the flush, then its start event
+        assert order[k - 4:k] == ["spin", "refresh", "flush", "event"], order[k - 5:k + 2]

