@@ -310,9 +310,10 @@ def start(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confine
 def stop(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinement.auto,
          all_: Annotated[bool, typer.Option("--all", help="Every daemon of this home.")] = False,
          json_out: JsonOpt = False) -> None:
-    """Stop the daemon serving these options (or every one); running verifications are cancelled."""
-    paths = _sockets() if all_ else [W.socket_path(W.daemon_key(device.value, confinement.value))]
-    stopped = [pid for pid in (_stop_one(p) for p in paths) if pid is not None]
+    """Stop the daemon serving these options, and any of older code that served them (or every one); running
+    verifications are cancelled."""
+    stopped = [pid for pid in (_stop_one(p, info) for p, info in _serving(device.value, confinement.value, all_))
+               if pid is not None]
     if json_out:
         print(json.dumps({"stopped": stopped}))
     elif stopped:
@@ -321,11 +322,21 @@ def stop(device: DeviceOpt = Device.auto, confinement: ConfinementOpt = Confinem
         console.print("no verifier daemon was running" + ("" if all_ else " for these options"))
 
 
-def _stop_one(path: Path) -> int | None:
-    """Ask the daemon on `path` to stop and wait until its socket is gone; its pid, or None if none ran."""
-    info = W.running(path)
-    if info is None:
-        return None
+def _serving(device: str, confinement: str, all_: bool) -> list[tuple[Path, dict[str, Any]]]:
+    """The daemons of this home (socket, ping answer) that serve these options: the one of their key, and those
+    of older code that answer their options key (an edit or an upgrade of the package changes the key, also
+    under a daemon that still verifies for a client, which this key would no longer find); every one with
+    `all_`."""
+    current = W.socket_path(W.daemon_key(device, confinement))
+    wanted = W.options_key(device, confinement)
+    found = [(p, W.running(p)) for p in _sockets()]
+    return [(p, info) for p, info in found
+            if info is not None and (all_ or p == current or info.get("options_key") == wanted)]
+
+
+def _stop_one(path: Path, info: dict[str, Any]) -> int | None:
+    """Ask the daemon on `path` (whose ping answered `info`) to stop and wait until its socket is gone; its pid,
+    or None if it could not be asked."""
     link = _connect(path, info)
     if link is None:
         return None

@@ -42,6 +42,7 @@ from kernelagent.tools.daemon_wire import (
     fingerprint,
     log_path,
     new_token,
+    options_key,
     peer_allowed,
     recv_line,
     remove_own,
@@ -73,8 +74,9 @@ class _Internal(Exception):
 class Daemon:
     """A listening socket, one thread per connection, one session Job per verification."""
 
-    def __init__(self, session: Any, key: str, idle: float = IDLE_S, confinement: str = "auto"):
+    def __init__(self, session: Any, key: str, idle: float = IDLE_S, confinement: str = "auto", options: str = ""):
         self.session, self.key, self.idle, self.confinement = session, key, idle, confinement
+        self.options = options         # its options_key: `daemon stop` finds it by this once the code changed
         self.path = socket_path(key)
         self.started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         self.verifications = 0
@@ -245,8 +247,6 @@ class Daemon:
             send(conn, {"stopping": True, "pid": os.getpid()})
             self.stop.set()
         elif op == "verify":
-            if self.stop.is_set():
-                raise _Internal("the verifier daemon is stopping; run the command again")
             self._verify(conn, validate(request))
         else:
             raise RequestError(f"unknown op {op!r} (verify, ping or stop)")
@@ -262,7 +262,7 @@ class Daemon:
         idle = round(self.idle_for(connections=False), 1)
         return {"version": __version__, "pid": os.getpid(), "device": self.session.device, "key": self.key,
                 "started": self.started, "verifications": self.verifications, "refused": self.refused,
-                "idle_s": idle, "idle_limit_s": self.idle, "fingerprint": self._code,
+                "idle_s": idle, "idle_limit_s": self.idle, "fingerprint": self._code, "options_key": self.options,
                 "confinement": self.confinement, "python": sys.executable, "jobs": jobs,
                 "log": str(log_path(self.key))}
 
@@ -283,10 +283,13 @@ class Daemon:
             except BaseException as e:  # noqa: BLE001 - handed to the connection's thread
                 box["error"] = e
 
-        log.info("verify %s against %s", req["candidate"], req["problem"])
         thread = threading.Thread(target=work, daemon=True)
+        # a stop sets its flag, then cancels the jobs it finds here: a job is registered before that, or refused
         with self._lock:
+            if self.stop.is_set():
+                raise _Internal("the verifier daemon is stopping; run the command again")
             self._jobs[id(job)], self._last = entry, time.monotonic()
+        log.info("verify %s against %s", req["candidate"], req["problem"])
         thread.start()
         try:
             gone = _relay(conn, thread, progress)
@@ -412,6 +415,7 @@ def serve(key: str | None = None, device: str = "auto", confinement: str = "auto
           workers: int = 2, announce: Callable[[str], None] | None = None) -> int:
     """Run a daemon in this process until it is stopped or idle; 0, or 1 when one already serves `key`.
     Raises what a session cannot start with (ValueError: no GPU for --device cuda; ConfinementError)."""
+    options = options_key(device, confinement)   # as its clients compute it, from the environment they gave it
     from kernelagent import __version__
     from kernelagent.tools.session import Session
 
@@ -426,7 +430,7 @@ def serve(key: str | None = None, device: str = "auto", confinement: str = "auto
     log.info("starting: kernelagent %s, key %s, device %s, confinement %s, %s", __version__, key, device,
              confinement, sys.executable)
     session = Session(device=device, pool_size=workers, confinement=confinement)
-    daemon = Daemon(session, key, idle, confinement)
+    daemon = Daemon(session, key, idle, confinement, options)
     stop = daemon.stop.set
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop())

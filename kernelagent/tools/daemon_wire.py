@@ -6,7 +6,10 @@ Addressing: `$KERNELAGENT_HOME/run/<key>.sock` (folder 0700, socket 0600) and it
 The key hashes what makes two verifications alike: kernelagent's version and a fingerprint of its source
 files, the interpreter and the installed torch, triton and CuTe DSL, the device and confinement asked for,
 and the environment the verifier and its workers read (CUDA_VISIBLE_DEVICES among it). A client only
-talks to the daemon of its own key, so one running older code is never used; it idles out. Peers of
+talks to the daemon of its own key, so one running older code is never used; it idles out. Its options key
+(`options_key`: the key's fields but kernelagent's version, its source and the libraries) is the same for a
+daemon of older code that served the same options: `daemon stop` stops those too, since one may still be
+running a verification (an edit of the package while it verifies changes the key under its client). Peers of
 another uid are refused (SO_PEERCRED), both ways.
 
 Why a token as well: candidate code runs as this same uid, so the uid check passes for it, and Landlock
@@ -119,10 +122,19 @@ def daemon_key(device: str, confinement: str, env: dict[str, str] | None = None)
     machine can compute it, which is why requests carry a token)."""
     from kernelagent import __version__
 
+    fields = {"version": __version__, "code": fingerprint(), "libraries": _library_versions(),
+              "options": options_key(device, confinement, env)}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def options_key(device: str, confinement: str, env: dict[str, str] | None = None) -> str:
+    """What a daemon's key hashes besides the code it runs (kernelagent's version and source, the libraries):
+    shared by the daemons serving these options before and after an edit or an upgrade of the package. A
+    daemon answers it in its ping, so that `daemon stop` finds one of older code that still runs a verification
+    (its key, recomputed after the edit, names another socket)."""
     env = dict(os.environ if env is None else env)
-    fields = {"version": __version__, "code": fingerprint(), "python": sys.executable,
-              "libraries": _library_versions(), "device": device,
-              "confinement": confinement, "visible": env.get("CUDA_VISIBLE_DEVICES"), "env": _key_env(env)}
+    fields = {"python": sys.executable, "device": device, "confinement": confinement,
+              "visible": env.get("CUDA_VISIBLE_DEVICES"), "env": _key_env(env)}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +21,8 @@ from types import SimpleNamespace
 import pytest
 
 from kernelagent.cli import daemon as C
+from kernelagent.cli.common import Confinement, Device
+from kernelagent.tools import daemon as D
 from kernelagent.tools import daemon_wire as W
 from tests.paths import REPO, SOFTMAX_PROBLEM, softmax_case
 
@@ -171,6 +174,61 @@ def test_key_follows_code_environment_and_options(tmp_path, monkeypatch):
     before = W.daemon_key("auto", "auto", env)
     (pkg / "a.py").write_text("x = 22\n")   # an edit (or an upgrade) of the package: another daemon
     assert W.daemon_key("auto", "auto", env) != before
+
+
+def _in_process_daemon(key: str, options: str) -> tuple[D.Daemon, threading.Thread]:
+    """A daemon served by a thread of this process (its session a stand-in: it verifies nothing)."""
+    daemon = D.Daemon(SimpleNamespace(device="cpu"), key, options=options)
+    listener = daemon.publish()
+
+    def serve() -> None:
+        with listener:
+            daemon.serve(listener)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return daemon, thread
+
+
+def test_stop_finds_the_daemon_of_older_code_that_serves_these_options(monkeypatch, tmp_path, capsys):
+    """The package edited while a daemon runs (other work in the same tree) changes the key `daemon stop`
+    computes: the daemon, maybe verifying for a client that waits on it, must still be the one it stops."""
+    monkeypatch.setenv("KERNELAGENT_HOME", str(tmp_path))
+    cpu = _in_process_daemon(W.daemon_key("cpu", "auto"), W.options_key("cpu", "auto"))
+    gpu = _in_process_daemon(W.daemon_key("cuda", "auto"), W.options_key("cuda", "auto"))
+    try:
+        monkeypatch.setattr(W, "fingerprint", lambda: "edited")   # the source changed since they started
+        assert not W.socket_path(W.daemon_key("cpu", "auto")).exists()
+        monkeypatch.setattr(C, "_alive", lambda pid: False)   # their pid is this process's
+        C.stop(device=Device.cpu, confinement=Confinement.auto, all_=False, json_out=True)
+        assert json.loads(capsys.readouterr().out) == {"stopped": [os.getpid()]}
+        cpu[1].join(10)
+        assert not cpu[1].is_alive() and not cpu[0].path.exists()
+        assert gpu[1].is_alive() and gpu[0].path.exists()   # other options: not this stop's
+    finally:
+        for daemon, thread in (cpu, gpu):
+            daemon.stop.set()
+            thread.join(10)
+
+
+def test_a_verify_meeting_a_stop_is_refused_not_left_running(monkeypatch, tmp_path):
+    """A stop that lands while a verify request is checked, before its job is registered where the stop
+    cancels jobs, must not leave that job running on (uncancelled, its worker outliving the stop)."""
+    monkeypatch.setenv("KERNELAGENT_HOME", str(tmp_path))
+    daemon = D.Daemon(SimpleNamespace(device="cpu"), "0123456789abcdef")
+    ran = []
+    monkeypatch.setattr(daemon, "_run", lambda req, say: ran.append(req))
+
+    def stop_lands(request):  # noqa: ANN001, ANN202 - validate's stand-in
+        daemon.stop.set()       # what a stop request does; serve() then cancels the jobs it finds
+        daemon._cancel_all()
+        return W.validate(request)
+
+    monkeypatch.setattr(D, "validate", stop_lands)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b, pytest.raises(D._Internal, match="stopping"):
+        daemon._dispatch(a, {"op": "verify", "problem": str(SOFTMAX_PROBLEM), "candidate": str(GOOD)})
+    assert ran == [] and daemon._jobs == {}
 
 
 def test_daemon_env_drops_secrets():
