@@ -406,6 +406,8 @@ def _patch_run() -> None:
     # compile-only mode and the "run" tag on exceptions.
     _patch(JitCompiledFunction, "run_compiled_program", _function_run)
     _patch(JitCompiledFunction, "__call__", _function_call)
+    # `compiled.to(device)(...)` calls the executor itself: its stream is told to the recorder too
+    _patch(JitExecutor, "__call__", _executor_call)
 
 
 def _launch_facts(fn: Any) -> tuple[tuple[str, ...], int]:
@@ -500,10 +502,18 @@ def _count(names: tuple[str, ...], sites: int, total_key: str, names_key: str) -
         counter[name] = counter.get(name, 0) + per_name
 
 
+def _executor_call(original: Any) -> Any:
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _record_streams(args, kwargs)
+        return original(self, *args, **kwargs)
+
+    return __call__
+
+
 def _record_streams(args: tuple, kwargs: dict) -> None:
     seen = _HOOKS.stats["cute_streams"]
     for value in (*args, *kwargs.values()):
-        if type(value).__name__ == "CUstream":
+        if any(c.__name__ == "CUstream" for c in type(value).__mro__):  # a subclass is a CUstream too
             handle = int(value)
             if handle not in seen:
                 seen.append(handle)

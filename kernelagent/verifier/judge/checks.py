@@ -21,7 +21,14 @@ from kernelagent.verifier.judge.compare import (
     compare_outputs,
     looks_like_reduced_precision,
 )
-from kernelagent.verifier.judge.timed import bimodal, check_prints, describe_wrong, host_bound, tolerance_for
+from kernelagent.verifier.judge.timed import (
+    bimodal,
+    busy_refresh,
+    check_prints,
+    describe_wrong,
+    host_bound,
+    tolerance_for,
+)
 from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
 from kernelagent.verifier.sandbox import untrusted
@@ -339,6 +346,10 @@ class Judge:
         if timing.transfers.foreign_streams:
             self._foreign_streams(timing.transfers.foreign_streams, " while timed")
         self._stream_check(timing.candidate)
+        busy = busy_refresh(timing.candidate, (self.meta.get("baseline") or {}).get("eager") or {})
+        if busy:
+            self.j.add("stream_violation", busy, "timing", "launch on torch.cuda.current_stream() only, and leave "
+                       "nothing running on the GPU when forward returns")
         self._physics(timing.candidate)
 
     def _foreign_streams(self, n: int, when: str) -> None:

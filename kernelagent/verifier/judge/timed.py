@@ -10,6 +10,7 @@ inputs: remembered, skipped or deferred work.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,3 +133,31 @@ def host_bound(cand: dict[str, Any]) -> str:
     return (f"launching one call took {host:.3f} ms of host time, the verifier's op recorder and launch hook "
             f"included, against {med:.4f} ms of GPU time: the time reported is the GPU's; a program that cannot "
             "queue its calls ahead of the GPU waits for the host instead")
+
+
+# Each timed call's refresh of its inputs and its L2 flush run between the spin and the start event. Work the
+# candidate left on a stream of its own can use that window to compute from the new values before the events
+# open; if it takes the GPU's SMs for it, the window grows. So the window's GPU time is held against the
+# same window before the reference's eager calls (same shapes, same flush): more than REFRESH_SLACK times
+# its median plus REFRESH_MARGIN_MS (room for the dirty L2 lines a candidate's own workspace leaves to the
+# flush) in more than REFRESH_SHARE of the calls is work beside them. What stays unseen is bounded by the
+# margin, not by the spin.
+REFRESH_SLACK = 1.5
+REFRESH_MARGIN_MS = 0.05
+REFRESH_SHARE = 0.25
+REFRESH_MIN_CALLS = 8
+
+
+def busy_refresh(cand: dict[str, Any], eager: dict[str, Any]) -> str:
+    """A finding's message when the candidate's refresh windows were slower than the reference's, else ""."""
+    mine, ref = cand.get("refresh_ms") or [], eager.get("refresh_ms") or []
+    if len(mine) < REFRESH_MIN_CALLS or len(ref) < REFRESH_MIN_CALLS:
+        return ""
+    base = statistics.median(ref)
+    limit = REFRESH_SLACK * base + REFRESH_MARGIN_MS
+    slow = sum(1 for x in mine if x > limit) / len(mine)
+    if slow <= REFRESH_SHARE:
+        return ""
+    return (f"the new input values and the L2 flush before the timed calls took more than {limit:.3f} ms in "
+            f"{slow:.0%} of the calls (median {statistics.median(mine):.3f} ms; {base:.3f} ms before the "
+            "reference's calls): work of the candidate's ran beside them, before the timing events opened")

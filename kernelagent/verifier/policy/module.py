@@ -156,7 +156,10 @@ class ModuleChecker:
             return
         root, _, rest = qual.partition(".")
         first = rest.split(".")[0].split("(")[0]
-        if raw_cuda(qual) or (home is not None and raw_cuda(home)):
+        if self._stream_maker(qual, home, node):
+            self.report.add("stream_creation", node, f"{label} is {_shown(home or qual)}, which makes or switches "
+                                                     "CUDA streams or graphs (handed on, not called here)")
+        elif raw_cuda(qual) or (home is not None and raw_cuda(home)):
             self.report.add("stream_creation", node, f"{label} reaches the CUDA driver or runtime directly "
                                                      f"({_shown(qual)}): streams, copies and launches made there are "
                                                      "invisible to the verifier; only cuda.CUstream(torch.cuda."
@@ -176,6 +179,14 @@ class ModuleChecker:
         elif root not in ALLOWED_IMPORT_ROOTS | {"builtins"} | self.imported_roots:
             self.report.add("forbidden_import", node, f"{label} reaches module '{root}' ({_shown(qual)}), which is "
                                                       "not on the allowed list")
+
+    def _stream_maker(self, qual: str, home: str | None, node: ast.AST) -> bool:
+        """A stream or graph maker named anywhere but as the function of a call (`_check_stream` reports those):
+        handed to map(), a default_factory or a container, it makes streams all the same."""
+        if not ({qual.split("()")[0], home} & STREAM_CALLS) or "()" in qual:
+            return False
+        parent = self.info.parents.get(node)
+        return not (isinstance(parent, ast.Call) and parent.func is node)
 
     def _banned(self, qual: str, node: ast.AST, label: str) -> bool:
         prefix = banned_prefix(qual)
@@ -495,6 +506,9 @@ class ModuleChecker:
             self._check_raised(node.args[0], node, scope)
         if "builtins.type" in funcs and len(node.args) == 3:
             self.report.add("introspection", node, f"`{short(node)}` creates a class at run time")
+        if self._foreign_class(node.func, scope):  # type(torch.cuda.current_stream())() made a stream unnamed
+            self.report.add("introspection", node, f"`{short(node)}` calls the class of an object it did not "
+                                                   "create, a way to make what no name shows")
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
             owner = self._external(func.value, scope)
@@ -561,7 +575,8 @@ class ModuleChecker:
                                                   f"('{namespace}')")
 
     def _check_stream(self, node: ast.Call, funcs: set[str]) -> None:
-        for qual in funcs & STREAM_CALLS:
+        homes = {canonical(q).home for q in funcs if "()" not in q} - {None}
+        for qual in (funcs | homes) & STREAM_CALLS:
             self.report.add("stream_creation", node, f"`{short(node.func)}(...)` ({qual}) creates, switches or "
                                                      "captures a CUDA stream or graph")
         if funcs & CUSTREAM_TYPES:

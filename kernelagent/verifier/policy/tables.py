@@ -282,6 +282,7 @@ STREAM_CALLS = frozenset({
     "cuda.bindings.runtime.cudaStreamCreate", "cuda.bindings.runtime.cudaStreamCreateWithFlags",
     "cuda.bindings.runtime.cudaStreamCreateWithPriority", "cuda.bindings.runtime.cudaStreamBeginCapture",
     "cuda.cuda.cuStreamCreate", "cuda.cudart.cudaStreamCreate", "cutlass.torch.default_stream",
+    "torch.mtia.Stream", "torch.cuda.streams.Event.__new__", "torch.cuda.Stream.__new__",
 })
 CUSTREAM_TYPES = frozenset({"cuda.bindings.driver.CUstream", "cuda.cuda.CUstream", "cuda.CUstream"})
 
@@ -298,9 +299,19 @@ RAW_CUDA_MODULES = frozenset({
 RAW_CUDA_OK = CUSTREAM_TYPES | {"cuda.bindings.driver.CUresult", "cuda.cuda.CUresult", "cuda.CUresult"}
 
 
+# CuTe DSL's modules that hold the driver under another name (cutlass.torch.cuda, cutlass.utils.hardware_info
+# .driver, cutlass.base_dsl.jit_executor.cuda_helpers, ...): a cutlass path through one of these segments
+# reaches the bindings too (red-team review, 2026-12-02)
+CUTLASS_DRIVER_SEGMENTS = frozenset({"cuda", "driver", "cuda_driver", "cuda_runtime", "cudart", "cuda_helpers",
+                                     "nvrtc", "cuda_stream_adapter", "stream_adapter"})
+
+
 def raw_cuda(qual: str) -> bool:
     """Whether `qual` names something of the CUDA bindings beyond RAW_CUDA_MODULES and RAW_CUDA_OK."""
     name = qual.split("()")[0]
+    if name.startswith("cutlass.") and not name.startswith(RAW_CUDA_ROOTS):
+        parts = name.split(".")
+        return bool(CUTLASS_DRIVER_SEGMENTS & set(parts[1:])) and parts[-1] not in ("CUstream", "CUresult")
     if not name.startswith(RAW_CUDA_ROOTS) or name in RAW_CUDA_MODULES:
         return False
     return not any(name == ok or name.startswith(ok + ".") for ok in RAW_CUDA_OK)
@@ -352,7 +363,12 @@ ATTR_RULES: dict[str, str] = {
 }
 # Methods that write files when a library object has them (TorchScript modules, NumPy arrays): reported
 # unless the candidate's own class defines them.
-OUTSIDE_ATTR_RULES: dict[str, str] = {"save": "file_io", "dump": "file_io"}
+OUTSIDE_ATTR_RULES: dict[str, str] = {
+    "save": "file_io", "dump": "file_io",
+    # a compiled Triton kernel's launch internals: `ck.run(grid, stream, ck.function, ck.packed_metadata, ...)`
+    # launches with no hook, on any stream (red-team review, 2026-12-02)
+    **{n: "introspection" for n in ("function", "packed_metadata", "launcher_cls", "load_binary")},
+}
 # Global names that give the candidate's own path.
 FILE_GLOBALS = frozenset({"__file__", "__cached__", "__path__"})
 # Assigning these rewires an object, whoever owns it.

@@ -241,3 +241,31 @@ def test_a_dsl_report_reaches_the_model_plain_and_once():
 
     text = exception_text(DSLBaseError(report + "\n\n" + coloured), "/tmp/kernel.py")
     assert not ANSI.search(text) and text.count("is not defined") == 1, text
+
+
+@pytest.mark.cute
+def test_every_compiled_call_path_tells_its_stream():
+    """`compiled.to(device)(...)` calls the executor itself, past the compiled function's own __call__: its
+    CUstream (a subclass too) must reach the recorder (red-team review 2, 2026-12-02). In a child process:
+    the hooks patch cutlass for the whole process."""
+    code = r'''
+import json
+import cuda.bindings.driver as cuda
+from cutlass.base_dsl.jit_executor import JitExecutor
+from kernelagent.verifier.cute import support as cs
+seen = []
+cs.install_hooks({}, on_stream=seen.append)
+class Mine(cuda.CUstream):
+    pass
+for stream in (cuda.CUstream(5), Mine(6)):
+    try:
+        JitExecutor.__new__(JitExecutor)(1, stream=stream)  # a bare executor: it fails after the note
+    except Exception:
+        pass
+print("JSON:" + json.dumps(seen))
+'''
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")), None)
+    assert line is not None, proc.stderr[-3000:]
+    assert json.loads(line[5:]) == [5, 6]

@@ -222,3 +222,26 @@ def test_no_launch_after_launching_on_inputs_of_the_same_shapes_is_caching(world
     assert judge(trials={0: CallFacts(launches=1, **base), 1: CallFacts(launches=0, **base)}) == "caching_detected"
     # nothing launched first: no remembered answer to return, the call simply launched nothing
     assert judge(trials={0: CallFacts(launches=0, **base), 1: CallFacts(launches=1, **base)}) == "no_kernel_launched"
+
+
+def test_a_refresh_window_slowed_by_the_candidate_is_a_stream_violation(world):
+    """Work on a stream of the candidate's own, left running between calls, can compute from the new inputs
+    while they are written and L2 is flushed, before the start event (red-team review, 2026-12-02): if it
+    takes the GPU for that, the window grows beyond the same window before the reference's calls."""
+    judge, _, refs, out = world
+    _prints(refs, out, wrong_at=set())
+    eager = {"refresh_ms": [0.08] * 40}
+
+    def verdict(windows: list[float]) -> str | None:
+        timing = _timing()
+        timing.candidate["refresh_ms"] = windows
+        f = CandidateFacts(trials=_calls(), timing=timing)
+        findings = Judge(refs, {"device": "cpu", "problem": {"tolerance": None},
+                                "trials": [_trial(0, 0), _trial(1, 1)], "timing": {"template_trial": 0},
+                                "baseline": {"eager": eager}}, f, out).run().findings
+        return min(findings, key=lambda x: CATEGORY_PRIORITY.index(x.category)).category if findings else None
+
+    assert verdict([0.08] * 40) is None
+    assert verdict([0.16] * 30 + [0.08] * 10) is None    # within 1.5x + 0.05 ms: a workspace's dirty L2 lines
+    assert verdict([0.6] * 20 + [0.08] * 20) == "stream_violation"
+    assert verdict([0.6] * 5 + [0.08] * 35) is None      # a few slow windows: noise, not a pattern

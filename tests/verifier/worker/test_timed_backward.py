@@ -204,5 +204,37 @@ def test_the_spin_comes_before_the_new_inputs(monkeypatch):
     T.measure(work, use_graph=False)
     timed = [k for k in range(1, len(order) - 1) if order[k] == "run" and order[k - 1] == order[k + 1] == "event"]
     assert len(timed) >= 30
-    for k in timed:  # every timed call: spin, then the refresh and the flush, then its start event
-        assert order[k - 4:k] == ["spin", "refresh", "flush", "event"], order[k - 5:k + 2]
+    for k in timed:  # every timed call: spin, an event, the refresh and the flush, then its start event
+        assert order[k - 5:k] == ["spin", "event", "refresh", "flush", "event"], order[k - 6:k + 2]
+
+
+def test_each_timed_calls_refresh_window_is_measured_from_the_spins_end(monkeypatch):
+    """The judge holds the GPU time between the spin and the start event (new inputs, L2 flush) against the
+    reference's: timing.measure records it for every timed call. Fake events on the CPU."""
+    import kernelagent.verifier.measure.timing as T
+
+    clock = [0.0]
+
+    class Ev:
+        def __init__(self, enable_timing: bool = True) -> None:
+            self.t = 0.0
+
+    def record(ev, stream):  # noqa: ANN001
+        ev.t = clock[0]
+
+    def advance(ms: float) -> None:
+        clock[0] += ms
+
+    monkeypatch.setattr(T, "_Event", Ev)
+    monkeypatch.setattr(T, "_record", record)
+    monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
+    monkeypatch.setattr(T, "_synchronize", lambda: None)
+    monkeypatch.setattr(T, "_spin", lambda cycles: advance(1.0))
+    monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
+    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: advance(0.03)))
+    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
+    work = T.Workload(run=lambda slot: advance(0.2), prepare=lambda i, slot: advance(0.05))
+    result = T.measure(work, use_graph=False)
+    assert len(result.refresh_ms) == result.n >= 30
+    assert all(abs(x - 0.08) < 1e-9 for x in result.refresh_ms), result.refresh_ms[:5]  # refresh + flush only
+    assert abs(result.median_ms - 0.2) < 1e-9
