@@ -144,35 +144,52 @@ def test_the_float64_call_gets_the_native_calls_upstream_gradients():
     torch.testing.assert_close(wide[2].float(), native[2], rtol=1e-6, atol=1e-6)  # dx agrees closely
 
 
+class FakeGPU:
+    """timing.measure's GPU on the CPU: events read a clock that the spin, the flush and the workload
+    advance; `log` keeps the order of what was queued."""
+
+    def __init__(self, monkeypatch, spin_ms: float | None = 1.0, flush_ms: float = 0.0) -> None:  # noqa: ANN001
+        import kernelagent.verifier.measure.timing as T
+
+        self.T, self.clock, self.log = T, 0.0, []
+        gpu = self
+
+        class Ev:
+            def __init__(self, enable_timing: bool = True) -> None:
+                self.t = 0.0
+
+        def record(ev, stream):  # noqa: ANN001
+            ev.t = gpu.clock
+            gpu.log.append("event")
+
+        def flush() -> None:
+            gpu.advance(flush_ms, "flush")
+
+        monkeypatch.setattr(T, "_Event", Ev)
+        monkeypatch.setattr(T, "_record", record)
+        monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
+        monkeypatch.setattr(T, "_synchronize", lambda: None)
+        monkeypatch.setattr(T, "_spin", None if spin_ms is None else (lambda cycles: self.advance(spin_ms, "spin")))
+        monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
+        monkeypatch.setattr(T, "_Flusher", lambda: flush)
+        monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
+
+    def advance(self, ms: float, what: str) -> None:
+        self.clock += ms
+        self.log.append(what)
+
+
 def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
     """A candidate can count its calls: none may lie past the secret checks' span (review, 2026-12-02:
-    with the host-time limit alone, half of a small kernel's samples did). Fake events on the CPU."""
-    import kernelagent.verifier.measure.timing as T
+    with the host-time limit alone, half of a small kernel's samples did)."""
     from kernelagent.verifier.protocol import CHECKED_SPAN
 
-    clock = [0.0]
-
-    class Ev:
-        def __init__(self, enable_timing: bool = True) -> None:
-            self.t = 0.0
-
-    def record(ev, stream):  # noqa: ANN001
-        ev.t = clock[0]
-
-    monkeypatch.setattr(T, "_Event", Ev)
-    monkeypatch.setattr(T, "_record", record)
-    monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
-    monkeypatch.setattr(T, "_synchronize", lambda: None)
-    monkeypatch.setattr(T, "_spin", None)
-    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: None))
-    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
+    gpu = FakeGPU(monkeypatch, spin_ms=None)
+    T = gpu.T
     for kernel_ms, graph in ((0.005, True), (0.13, False), (2.0, False)):
         seen: list[int] = []
-
-        def run(slot: int, ms: float = kernel_ms) -> None:
-            clock[0] += ms
-
-        work = T.Workload(run=run, prepare=lambda i, slot, seen=seen: seen.append(i))
+        work = T.Workload(run=lambda slot, ms=kernel_ms: gpu.advance(ms, "run"),
+                          prepare=lambda i, slot, seen=seen: seen.append(i))
         if graph:  # no CUDA graphs here: the graph path's arithmetic through the events fallback
             monkeypatch.setattr(T.torch.cuda, "Stream", lambda: (_ for _ in ()).throw(RuntimeError("no graphs")))
         result = T.measure(work, use_graph=graph)
@@ -183,25 +200,12 @@ def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
 def test_the_spin_comes_before_the_new_inputs(monkeypatch):
     """While the GPU spins, a candidate's work on a stream of its own could run beside it: the inputs must
     still hold the previous call's values then (red-team review, 2026-12-02: with the refresh before a spin
-    of up to 25 ms, such work computed the answer from the new inputs unseen). Fake events on the CPU."""
-    import kernelagent.verifier.measure.timing as T
-
-    order: list[str] = []
-
-    class Ev:
-        def __init__(self, enable_timing: bool = True) -> None:
-            self.t = 0.0
-
-    monkeypatch.setattr(T, "_Event", Ev)
-    monkeypatch.setattr(T, "_record", lambda ev, stream: order.append("event"))
-    monkeypatch.setattr(T, "_elapsed", lambda a, b: 0.05)
-    monkeypatch.setattr(T, "_synchronize", lambda: None)
-    monkeypatch.setattr(T, "_spin", lambda cycles: order.append("spin"))
-    monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
-    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: order.append("flush")))
-    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
-    work = T.Workload(run=lambda slot: order.append("run"), prepare=lambda i, slot: order.append("refresh"))
-    T.measure(work, use_graph=False)
+    of up to 25 ms, such work computed the answer from the new inputs unseen)."""
+    gpu = FakeGPU(monkeypatch)
+    work = gpu.T.Workload(run=lambda slot: gpu.advance(0.05, "run"),
+                          prepare=lambda i, slot: gpu.advance(0.0, "refresh"))
+    gpu.T.measure(work, use_graph=False)
+    order = gpu.log
     timed = [k for k in range(1, len(order) - 1) if order[k] == "run" and order[k - 1] == order[k + 1] == "event"]
     assert len(timed) >= 30
     for k in timed:  # every timed call: spin, an event, the refresh and the flush, then its start event
@@ -210,31 +214,11 @@ def test_the_spin_comes_before_the_new_inputs(monkeypatch):
 
 def test_each_timed_calls_refresh_window_is_measured_from_the_spins_end(monkeypatch):
     """The judge holds the GPU time between the spin and the start event (new inputs, L2 flush) against the
-    reference's: timing.measure records it for every timed call. Fake events on the CPU."""
-    import kernelagent.verifier.measure.timing as T
-
-    clock = [0.0]
-
-    class Ev:
-        def __init__(self, enable_timing: bool = True) -> None:
-            self.t = 0.0
-
-    def record(ev, stream):  # noqa: ANN001
-        ev.t = clock[0]
-
-    def advance(ms: float) -> None:
-        clock[0] += ms
-
-    monkeypatch.setattr(T, "_Event", Ev)
-    monkeypatch.setattr(T, "_record", record)
-    monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
-    monkeypatch.setattr(T, "_synchronize", lambda: None)
-    monkeypatch.setattr(T, "_spin", lambda cycles: advance(1.0))
-    monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
-    monkeypatch.setattr(T, "_Flusher", lambda: (lambda: advance(0.03)))
-    monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
-    work = T.Workload(run=lambda slot: advance(0.2), prepare=lambda i, slot: advance(0.05))
-    result = T.measure(work, use_graph=False)
+    reference's: timing.measure records it for every timed call."""
+    gpu = FakeGPU(monkeypatch, flush_ms=0.03)
+    work = gpu.T.Workload(run=lambda slot: gpu.advance(0.2, "run"),
+                          prepare=lambda i, slot: gpu.advance(0.05, "refresh"))
+    result = gpu.T.measure(work, use_graph=False)
     assert len(result.refresh_ms) == result.n >= 30
     assert all(abs(x - 0.08) < 1e-9 for x in result.refresh_ms), result.refresh_ms[:5]  # refresh + flush only
     assert abs(result.median_ms - 0.2) < 1e-9
