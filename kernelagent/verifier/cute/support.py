@@ -299,6 +299,7 @@ def _tagged_func(original: Any) -> Any:
     "run" by the run hooks failed while tracing or compiling."""
 
     def _func(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _record_streams(args, kwargs)  # a direct call runs past the compiled function's own __call__
         try:
             return original(self, *args, **kwargs)
         except BaseException as e:

@@ -23,7 +23,7 @@ from kernelagent.verifier.judge.compare import (
 )
 from kernelagent.verifier.judge.timed import (
     bimodal,
-    busy_refresh,
+    busy_flush,
     check_prints,
     describe_wrong,
     host_bound,
@@ -346,7 +346,7 @@ class Judge:
         if timing.transfers.foreign_streams:
             self._foreign_streams(timing.transfers.foreign_streams, " while timed")
         self._stream_check(timing.candidate)
-        busy = busy_refresh(timing.candidate, (self.meta.get("baseline") or {}).get("eager") or {})
+        busy = busy_flush(timing.candidate, (self.meta.get("baseline") or {}).get("eager") or {})
         if busy:
             self.j.add("stream_violation", busy, "timing", "launch on torch.cuda.current_stream() only, and leave "
                        "nothing running on the GPU when forward returns")

@@ -66,7 +66,7 @@ class Timing:
     calls: int = 0                   # calls made in all (each with its own draw)
     launch_host_ms: float | None = None  # host time of one call (median), the spin covers it
     spin_ms: float | None = None     # the GPU wait queued before each timed call
-    refresh_ms: list[float] = field(default_factory=list)  # GPU time of each timed call's refresh and flush
+    flush_ms: list[float] = field(default_factory=list)  # GPU time of each timed call's L2 flush (after its refresh)
 
     def to_dict(self, keep_samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -163,7 +163,7 @@ class _Calls:
         self.work, self.flush, self.n = work, flush, 0
         self.spin = _Spin()
         self.launch_ms: list[float] = []
-        self.refresh: list[tuple[Any, Any]] = []  # (event before the refresh, start event) of each timed call
+        self.flushes: list[tuple[Any, Any]] = []  # (event before the flush, start event) of each timed call
 
     def one(self, record: bool = True) -> tuple[Any, Any] | None:
         """Call i: new input values and an L2 flush, then the timed call between its events. A timed call
@@ -175,10 +175,11 @@ class _Calls:
         before = None
         if record:
             self.spin()
-            before = _Event(enable_timing=True)
-            _record(before, torch.cuda.current_stream())
         t = _perf_counter()
         self.work.prepare(i, slot)
+        if record:  # the flush alone, between these events and the start: a draw that waits on the GPU
+            before = _Event(enable_timing=True)  # (a copy from host memory) puts no host time in the window
+            _record(before, torch.cuda.current_stream())
         if self.flush is not None:
             self.flush()
         if not record:
@@ -194,7 +195,7 @@ class _Calls:
         now = _perf_counter()
         self.spin.saw((now - t) * 1e3)
         self.launch_ms.append((now - launched) * 1e3)
-        self.refresh.append((before, start))
+        self.flushes.append((before, start))
         self.work.after(i, slot)
         return start, end
 
@@ -290,7 +291,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     _event_samples(calls, n_warm, WARMUP_HOST_S, least=3)
     calls.spin.size()
     calls.launch_ms.clear()
-    calls.refresh.clear()
+    calls.flushes.clear()
     room = max(1, CHECKED_SPAN - calls.n)
     reps = int(min(max_reps, room, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
@@ -311,7 +312,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     if calls.launch_ms:
         result.launch_host_ms = statistics.median(calls.launch_ms)
     result.spin_ms = calls.spin.ms if not graph else None
-    result.refresh_ms = [_elapsed(a, b) for a, b in calls.refresh]  # synchronised by host_ratio above
+    result.flush_ms = [_elapsed(a, b) for a, b in calls.flushes]  # synchronised by host_ratio above
     result.notes = notes
     result.calls = calls.n
     del flush

@@ -254,6 +254,22 @@ class ModuleChecker:
             for v in vals
         )
 
+    def _class_only_compared(self, node: ast.AST) -> bool:
+        """The class is compared (`is`, `==`, `in`), named (`.__name__`, `.__qualname__`, `.__module__`) or the
+        class an isinstance()/issubclass() tests, never kept or called."""
+        parent = self.info.parents.get(node)
+        if isinstance(parent, ast.Compare):
+            return True
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return parent.attr in ("__name__", "__qualname__", "__module__")
+        return isinstance(parent, ast.Call) and node in parent.args[1:] and isinstance(parent.func, ast.Name) and \
+            parent.func.id in ("isinstance", "issubclass")
+
+    def _report_foreign_class(self, node: ast.AST) -> None:
+        self.report.add("introspection", node, f"`{short(node)}` takes the class of an object the candidate did not "
+                                               "create (kept or called, it makes what no name shows: "
+                                               "type(torch.cuda.current_stream())() is a stream)")
+
     def _foreign_class(self, expr: ast.expr, scope: Scope) -> bool:
         """`type(x)` or `x.__class__` where x is not one of the candidate's own objects."""
         is_type = isinstance(expr, ast.Call) and len(expr.args) == 1 and "builtins.type" in self._refs(expr.func, scope)
@@ -327,6 +343,8 @@ class ModuleChecker:
 
     def _on_Attribute(self, node: ast.Attribute, scope: Scope) -> None:
         self._check_attr_name(node.attr, node, node.value, scope)
+        if isinstance(node.ctx, ast.Load) and self._foreign_class(node, scope) and not self._class_only_compared(node):
+            self._report_foreign_class(node)
         if isinstance(node.ctx, ast.Load):
             self._check_chain(node, scope)
             self._check_getter_value(node, scope)
@@ -506,9 +524,8 @@ class ModuleChecker:
             self._check_raised(node.args[0], node, scope)
         if "builtins.type" in funcs and len(node.args) == 3:
             self.report.add("introspection", node, f"`{short(node)}` creates a class at run time")
-        if self._foreign_class(node.func, scope):  # type(torch.cuda.current_stream())() made a stream unnamed
-            self.report.add("introspection", node, f"`{short(node)}` calls the class of an object it did not "
-                                                   "create, a way to make what no name shows")
+        if self._foreign_class(node, scope) and not self._class_only_compared(node):
+            self._report_foreign_class(node)
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
             owner = self._external(func.value, scope)

@@ -245,9 +245,10 @@ def test_a_dsl_report_reaches_the_model_plain_and_once():
 
 @pytest.mark.cute
 def test_every_compiled_call_path_tells_its_stream():
-    """`compiled.to(device)(...)` calls the executor itself, past the compiled function's own __call__: its
-    CUstream (a subclass too) must reach the recorder (red-team review 2, 2026-12-02). In a child process:
-    the hooks patch cutlass for the whole process."""
+    """`compiled.to(device)(...)` calls the executor itself, and a directly called @cute.jit function runs
+    through the DSL's _func, both past the compiled function's own __call__: their CUstream (a subclass too)
+    must reach the recorder (red-team reviews 2 and 3, 2026-12-02). In a child process: the hooks patch
+    cutlass for the whole process."""
     code = r'''
 import json
 import cuda.bindings.driver as cuda
@@ -262,10 +263,16 @@ for stream in (cuda.CUstream(5), Mine(6)):
         JitExecutor.__new__(JitExecutor)(1, stream=stream)  # a bare executor: it fails after the note
     except Exception:
         pass
+from cutlass.base_dsl.dsl import BaseDSL
+dsl = next(c for c in [BaseDSL, *BaseDSL.__subclasses__()] if "_func" in c.__dict__)
+try:  # a directly called @cute.jit function runs through the DSL's _func, past every compiled-call hook
+    dsl._func(dsl.__new__(dsl), None, 1, cuda.CUstream(7))
+except Exception:
+    pass
 print("JSON:" + json.dumps(seen))
 '''
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")), None)
     assert line is not None, proc.stderr[-3000:]
-    assert json.loads(line[5:]) == [5, 6]
+    assert json.loads(line[5:]) == [5, 6, 7]

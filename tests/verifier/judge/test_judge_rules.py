@@ -224,17 +224,17 @@ def test_no_launch_after_launching_on_inputs_of_the_same_shapes_is_caching(world
     assert judge(trials={0: CallFacts(launches=0, **base), 1: CallFacts(launches=1, **base)}) == "no_kernel_launched"
 
 
-def test_a_refresh_window_slowed_by_the_candidate_is_a_stream_violation(world):
+def test_a_flush_slowed_by_the_candidate_is_a_stream_violation(world):
     """Work on a stream of the candidate's own, left running between calls, can compute from the new inputs
-    while they are written and L2 is flushed, before the start event (red-team review, 2026-12-02): if it
-    takes the GPU for that, the window grows beyond the same window before the reference's calls."""
+    while L2 is flushed, before the start event (red-team review, 2026-12-02): if it takes the GPU for that,
+    the flush grows beyond the flush before the reference's calls."""
     judge, _, refs, out = world
     _prints(refs, out, wrong_at=set())
-    eager = {"refresh_ms": [0.08] * 40}
+    eager = {"flush_ms": [0.08] * 40}
 
     def verdict(windows: list[float]) -> str | None:
         timing = _timing()
-        timing.candidate["refresh_ms"] = windows
+        timing.candidate["flush_ms"] = windows
         f = CandidateFacts(trials=_calls(), timing=timing)
         findings = Judge(refs, {"device": "cpu", "problem": {"tolerance": None},
                                 "trials": [_trial(0, 0), _trial(1, 1)], "timing": {"template_trial": 0},

@@ -219,9 +219,22 @@ def test_introspection_attributes_on_any_receiver(attr: str):
     assert "introspection" in _rules(f"def f(obj):\n    return getattr(obj, '{attr[:2]}' + '{attr[2:]}')\n")
 
 
-@pytest.mark.parametrize("attr", ["__class__", "__name__", "__qualname__", "__module__", "__doc__", "shape"])
+@pytest.mark.parametrize("attr", ["__name__", "__qualname__", "__module__", "__doc__", "shape"])
 def test_harmless_attributes_pass(attr: str):
     assert not _rules(f"def f(obj):\n    return obj.{attr}\n")
+
+
+@pytest.mark.parametrize("expr", ["obj.__class__", "type(obj)", "[type(obj)][0]", "(c := obj.__class__)"])
+def test_the_class_of_an_outside_object_kept_or_called_is_introspection(expr: str):
+    """Kept, the class makes what no name shows: type(torch.cuda.current_stream())() is a stream (red-team
+    reviews 2 and 3, 2026-12-02)."""
+    assert "introspection" in _rules(f"def f(obj):\n    return {expr}\n")
+
+
+@pytest.mark.parametrize("expr", ["type(obj) is int", "obj.__class__ == float", "type(obj).__name__",
+                                  "isinstance(obj, type(obj))", "obj.__class__.__qualname__"])
+def test_the_class_of_an_outside_object_compared_or_named_passes(expr: str):
+    assert not _rules(f"def f(obj):\n    return {expr}\n")
 
 
 @pytest.mark.parametrize("name", ["__loader__", "__spec__", "__builtins__", "__build_class__"])
