@@ -36,6 +36,8 @@ from kernelagent.verifier.sandbox import untrusted
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
 HOST_GAP_MS = 0.05       # ... and by at least this much per call (launch overhead on tiny kernels)
 PHYSICS_MARGIN = 0.8     # a time below this share of measure.roofline.physics_floor_ms is impossible
+# the fix every caching finding suggests
+_CACHE_FIX = "compute from the input values on every call; never cache results by pointer or shape"
 
 
 @dataclass
@@ -144,8 +146,7 @@ class Judge:
             first_call = f.probe_calls.get("reuse_first")
             if again and t.launches == 0 and first_call is not None and first_call.launches:
                 self.j.add("caching_detected", "called again on the same input buffers holding new values, forward "
-                           "launched no kernel: it returned a remembered answer", "integrity",
-                           "compute from the input values on every call; never cache results by pointer or shape")
+                           "launched no kernel: it returned a remembered answer", "integrity", _CACHE_FIX)
 
     def _skipped_after_working(self) -> None:
         """A trial that launched nothing after an earlier trial on inputs of the same shapes launched: the
@@ -162,7 +163,7 @@ class Judge:
             elif desc is not None and desc in worked:
                 self.j.add("caching_detected", "forward launched no kernel on a call whose inputs have the shapes of "
                            "an earlier call's, where it did launch: it returned a remembered answer", "integrity",
-                           "compute from the input values on every call; never cache results by pointer or shape")
+                           _CACHE_FIX)
                 return
 
     def _computed(self, ops: dict[str, int], grad_leaves: int = 0, opened: list[str] | tuple = ()) -> dict[str, int]:
@@ -319,8 +320,7 @@ class Judge:
         res = compare_outputs(partner, probe["outputs"], self.ref(partner["id"]), self.tolerance)
         if not res.ok and all(r.ok for r in self.j.trials):
             self.j.add("caching_detected", "new values written into the same input buffers did not change the "
-                       "output as they should", "integrity",
-                       "compute from the input values on every call; never cache results by pointer or shape")
+                       "output as they should", "integrity", _CACHE_FIX)
 
     def timed_outputs(self) -> None:
         """The timed calls: right answers on their fresh draws, kernels launched, nothing computed by

@@ -265,10 +265,12 @@ class ModuleChecker:
         return isinstance(parent, ast.Call) and node in parent.args[1:] and isinstance(parent.func, ast.Name) and \
             parent.func.id in ("isinstance", "issubclass")
 
-    def _report_foreign_class(self, node: ast.AST) -> None:
-        self.report.add("introspection", node, f"`{short(node)}` takes the class of an object the candidate did not "
-                                               "create (kept or called, it makes what no name shows: "
-                                               "type(torch.cuda.current_stream())() is a stream)")
+    def _check_foreign_class(self, node: ast.expr, scope: Scope) -> None:
+        """`type(x)` or `x.__class__` of an object the candidate did not create, kept or called."""
+        if self._foreign_class(node, scope) and not self._class_only_compared(node):
+            self.report.add("introspection", node, f"`{short(node)}` takes the class of an object the candidate did "
+                                                   "not create (kept or called, it makes what no name shows: "
+                                                   "type(torch.cuda.current_stream())() is a stream)")
 
     def _foreign_class(self, expr: ast.expr, scope: Scope) -> bool:
         """`type(x)` or `x.__class__` where x is not one of the candidate's own objects."""
@@ -343,9 +345,8 @@ class ModuleChecker:
 
     def _on_Attribute(self, node: ast.Attribute, scope: Scope) -> None:
         self._check_attr_name(node.attr, node, node.value, scope)
-        if isinstance(node.ctx, ast.Load) and self._foreign_class(node, scope) and not self._class_only_compared(node):
-            self._report_foreign_class(node)
         if isinstance(node.ctx, ast.Load):
+            self._check_foreign_class(node, scope)
             self._check_chain(node, scope)
             self._check_getter_value(node, scope)
 
@@ -524,8 +525,7 @@ class ModuleChecker:
             self._check_raised(node.args[0], node, scope)
         if "builtins.type" in funcs and len(node.args) == 3:
             self.report.add("introspection", node, f"`{short(node)}` creates a class at run time")
-        if self._foreign_class(node, scope) and not self._class_only_compared(node):
-            self._report_foreign_class(node)
+        self._check_foreign_class(node, scope)
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
             owner = self._external(func.value, scope)
