@@ -149,15 +149,19 @@ class Judge:
                            "launched no kernel: it returned a remembered answer", "integrity", _CACHE_FIX)
 
     def _skipped_after_working(self) -> None:
-        """A trial that launched nothing after an earlier trial on inputs of the same shapes launched: the
-        answer was remembered (a cache keyed on an address the allocator handed out again, for one). The
-        probe below looks for the same on purpose; this catches it where the trials found it first (in
-        one CI run the trials did, and the probe's own first call then hit the cache too)."""
+        """A call that launched nothing after an earlier call on inputs of the same shapes launched: the answer
+        was remembered (a cache keyed on an address the allocator handed out again, for one). The trials come
+        first, then the probes, which re-run a trial's inputs (the determinism probe's copy of trial 0's inputs
+        landed at a cached address in one CI run, and only no_kernel_launched was said); the caching probe's
+        second call has its own rule below."""
         if self.cpu_compile_only:
             return
+        first = self.meta["trials"][0]["id"] if self.meta.get("trials") else -1
+        calls = [(int(tid), t) for tid, t in self.facts.trials.items()] + \
+                [(_probe_trial(name, first), t) for name, t in self.facts.probe_calls.items() if name != "reuse_second"]
         worked: set[str] = set()
-        for tid in sorted(self.facts.trials, key=int):
-            t, desc = self.facts.trials[tid], self.trials.get(int(tid), {}).get("input_desc")
+        for tid, t in calls:
+            desc = self.trials.get(tid, {}).get("input_desc")
             if t.launches:
                 worked.add(desc)
             elif desc is not None and desc in worked:

@@ -245,3 +245,13 @@ def test_a_flush_slowed_by_the_candidate_is_a_stream_violation(world):
     assert verdict([0.16] * 30 + [0.08] * 10) is None    # within 1.5x + 0.05 ms: a workspace's dirty L2 lines
     assert verdict([0.6] * 20 + [0.08] * 20) == "stream_violation"
     assert verdict([0.6] * 5 + [0.08] * 35) is None      # a few slow windows: noise, not a pattern
+
+
+def test_a_probe_that_launches_nothing_on_a_trials_inputs_is_caching(world):
+    """The determinism probe re-runs trial 0 on a copy of its inputs: a memo keyed on the address returns the
+    old answer there when the copy lands where trial 0's did (cache_data_ptr, a CI run)."""
+    judge = world[0]
+    base = {"structure": "Tensor(4, 8):float32", "types": ["tensor"], "devices": ["cpu"]}
+    trials = {0: CallFacts(launches=1, **base), 1: CallFacts(launches=1, **base)}
+    assert judge(trials=trials, probe_calls={"repeat": CallFacts(launches=0, **base)}) == "caching_detected"
+    assert judge(trials=trials, probe_calls={"repeat": CallFacts(launches=1, **base)}) is None
