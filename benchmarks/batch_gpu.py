@@ -10,7 +10,8 @@ issue 21's comparison). Writes $OUT/batch_gpu.json (or benchmarks/results/batch_
 verification, marked `"complete": false` until the last: a run its time limit ends still leaves each
 verdict and message. BATCH_HOME=DIR uses DIR as the home of the first configuration instead of an empty
 one: a batch killed there resumes in the next call (nothing verified twice; its wall time is then the
-resumed part's).
+resumed part's). BATCH_JOBS=N verifies N problems at once on each GPU (their checks side by side; timings,
+and the references' baselines, still one at a time under the GPU lock).
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ ITEM_FIELDS = ("problem", "candidate_path", "verdict", "category", "worker", "se
 
 
 def run_config(gpus: list[int], seeds: int, home: str | None = None, partial: Any = lambda config: None,
-               inputs: list[Path] = INPUTS, device: str = "cuda") -> dict[str, Any]:
+               inputs: list[Path] = INPUTS, device: str = "cuda", jobs: int | None = None) -> dict[str, Any]:
     """One batch on `gpus` from an empty home (or `home`): wall time, summary, and every item with its
     message; `partial(config)` gets the items verified so far after each verification."""
     with contextlib.ExitStack() as stack:
         if home is None:
             home = stack.enter_context(tempfile.TemporaryDirectory(prefix="ka-batch-home-"))
-        return _run_in(Path(home), gpus, seeds, partial, inputs, device)
+        return _run_in(Path(home), gpus, seeds, partial, inputs, device, jobs)
 
 
-def _run_in(home: Path, gpus: list[int], seeds: int, partial: Any, inputs: list[Path], device: str) -> dict[str, Any]:
+def _run_in(home: Path, gpus: list[int], seeds: int, partial: Any, inputs: list[Path], device: str,
+            jobs: int | None) -> dict[str, Any]:
     from kernelagent.memory import open_store
     from kernelagent.tools.batch import BatchOptions, BatchRunner, discover
 
@@ -57,13 +59,14 @@ def _run_in(home: Path, gpus: list[int], seeds: int, partial: Any, inputs: list[
             events.append(event)
             print(event, flush=True)
             if event.get("event") == "done" and "batch_id" in _first_plan(events):
-                partial({"gpus": gpus, "wall_s": round(time.perf_counter() - t0, 2), "summary": None,
+                partial({"gpus": gpus, "jobs": jobs, "wall_s": round(time.perf_counter() - t0, 2), "summary": None,
                          "items": _items(store, _first_plan(events)["batch_id"]), "errors": _errors(events)})
 
-        summary = BatchRunner(store, discover(inputs), BatchOptions(device=device, gpus=gpus, seeds=seeds),
+        summary = BatchRunner(store, discover(inputs), BatchOptions(device=device, gpus=gpus, seeds=seeds,
+                                                                    jobs=jobs),
                               progress=progress).run()
         wall = time.perf_counter() - t0
-        return {"gpus": gpus, "wall_s": round(wall, 2), "summary": summary,
+        return {"gpus": gpus, "jobs": jobs, "wall_s": round(wall, 2), "summary": summary,
                 "items": _items(store, summary["batch_id"]), "errors": _errors(events)}
 
 
@@ -99,7 +102,8 @@ def main(argv: list[str]) -> None:
             write_result("batch_gpu", {"inputs": [str(p.relative_to(ROOT)) for p in INPUTS],
                                        "configs": results + [config], "complete": False})
         home = os.environ.get("BATCH_HOME") if n == 0 else None
-        results.append(run_config(gpus, seeds=3, home=home, partial=partial))
+        jobs = int(os.environ["BATCH_JOBS"]) if os.environ.get("BATCH_JOBS") else None
+        results.append(run_config(gpus, seeds=3, home=home, partial=partial, jobs=jobs))
     same = all(verdicts(r) == verdicts(results[0]) for r in results)
     base = results[0]["wall_s"]
     speedups = {",".join(map(str, r["gpus"])): round(base / r["wall_s"], 3) for r in results}

@@ -42,7 +42,8 @@ def _row(wall: float, report: dict[str, Any]) -> dict[str, Any]:
     return {"wall_s": round(wall, 3), "verdict": report.get("verdict"), "category": report.get("category"),
             "verify_seconds": m.get("verify_seconds"), "reference_s": stages.get("reference"),
             "candidate_ms": m.get("candidate_ms"), "speedup_eager": m.get("speedup_eager"),
-            "cost_seconds": m.get("cost_seconds"), "stages": stages}
+            "cost_seconds": m.get("cost_seconds"), "stages": stages, "timing_phases_s": m.get("timing_phases_s"),
+            "timed_calls": m.get("timed_calls"), "timing_method": m.get("timing_method")}
 
 
 def cli_calls(home: Path, repeats: int, device: str, daemon: str, first: bool = True) -> dict[str, Any]:

@@ -407,7 +407,8 @@ def _reference_report(spec: ProblemSpec, res: WorkerResult, linked: str = "") ->
 def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResult) -> dict[str, float]:
     """Where a verification's own time went: before the candidate worker ran (inspection, policy,
     reference pack), waiting for the worker (its imports if it was not ready yet, then its work), the
-    work itself (of which `worker_timing_wait`: waiting for the GPU to be its alone), the AOT worker,
+    work itself (of which `worker_timing_wait`: waiting for the GPU to be its alone, and
+    `worker_first_call`: the first checked call, which compiles the kernels), the AOT worker,
     and the judge (loading the saved tensors and comparing)."""
     served = float(res.result.get("seconds") or 0.0)
     io = ((res.result.get("facts") or {}).get("io")) or {}
@@ -418,6 +419,7 @@ def _cost(t0: float, t_run: float, t_aot: float, t_judge: float, res: WorkerResu
             "worker_pack_load": float(io.get("load_seconds") or 0.0),
             "worker_saving": float(io.get("save_seconds") or 0.0),
             "worker_timing_wait": float(io.get("timing_wait_seconds") or 0.0),
+            "worker_first_call": float(io.get("first_call_seconds") or 0.0),
             "aot": round(t_judge - t_aot, 3), "judge": round(now - t_judge, 3)}
 
 

@@ -24,6 +24,7 @@ def test_concurrent_candidates_are_timed_one_at_a_time(tmp_path):
         session.warm()
         verifier = session.verifier(seeds=2)
         verifier.verify(PROBLEM, KERNEL)   # the reference pack and baselines, once
+        session.pool.settle()              # the replacements of the workers it used idle in the pool
         gate.log.clear()
         copies = []
         for i in range(3):
@@ -52,5 +53,7 @@ def test_concurrent_candidates_are_timed_one_at_a_time(tmp_path):
     assert all("worker_timing_wait" in r.metrics["cost_seconds"] for r in reports)
     assert most_shared >= 2, "the checks of candidates verified at once ran side by side"
     # the pooled workers compiled their warm-up kernel before their GPU turn, without making a CUDA context
-    ahead = [r.metrics["cost_notes"]["warmup"].get("warmup_ahead") for r in reports]
-    assert all(a and a["ok"] and a["context"] is False for a in ahead), ahead
+    # (a worker started on demand, when none was idle, warms nothing: it has no warm-up notes)
+    ahead = [r.metrics["cost_notes"]["warmup"].get("warmup_ahead") for r in reports
+             if r.metrics["cost_notes"]["warmup"]]
+    assert len(ahead) >= 2 and all(a and a["ok"] and a["context"] is False for a in ahead), ahead

@@ -129,13 +129,15 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         return LeafResult(name, True)
     diff = (c - t).abs()
     floor_elem = (nv - t).abs()
+    base = None
     if tolerance:
         bound = tolerance.get("atol", 0.0) + tolerance.get("rtol", 0.0) * t.abs()
         allowed_l2 = None
     else:
         d = defaults_for(native.dtype)
         scale = max(1.0, float(t.pow(2).mean().sqrt()))
-        bound = d["atol"] * scale + d["rtol"] * t.abs() + ELEM_FLOOR_MULT * floor_elem
+        base = d["atol"] * scale + d["rtol"] * t.abs()
+        bound = base + ELEM_FLOOR_MULT * floor_elem
         floor_l2 = rel_l2(nv, t)
         allowed_l2 = min(d["l2_cap"], max(d["l2_min"], FLOOR_MULT * floor_l2))
         allowed_l2 = max(allowed_l2, 2.0 * floor_l2)
@@ -150,6 +152,11 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                      allowed_l2=allowed_l2, floor_l2=None if tolerance else rel_l2(nv, t),
                      frac_bad=float(bad.double().mean()), worst_index=idx)
     l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
+    if bool(bad.any()) and not l2_bad and base is not None and _no_worse_than_native(
+            diff, floor_elem, base, err_l2, res.floor_l2, defaults_for(native.dtype)["l2_cap"]):
+        res.message = ("no less accurate than the reference in its own dtype (which errs more in L2 and at as many "
+                       "elements): elements outside the tolerance follow the input's conditioning, not the kernel")
+        return res
     if bool(bad.any()) or l2_bad:
         res.ok, res.kind = False, "mismatch"
         res.rows = _rows(_as_real(got).to(torch.float64), truth, idx) if truth.dim() <= 4 else ""
@@ -158,6 +165,20 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                  f"{res.frac_bad:.2%} of elements outside tolerance"]
         res.message = "; ".join(parts)
     return res
+
+
+def _no_worse_than_native(diff: torch.Tensor, floor_elem: torch.Tensor, base: torch.Tensor, err_l2: float,
+                          floor_l2: float | None, l2_cap: float) -> bool:
+    """On ill-conditioned inputs (attention's gradients on scores in the tens of thousands, where the softmax
+    is one-hot and the winner flips with the last bit) the reference in the problem's own dtype is itself far
+    off, at other elements than an accurate kernel: the element-wise floor, taken where the reference happened
+    to be right, cannot cover them. Only where the reference fails the dtype's own L2 tolerance, a candidate
+    is held to what the reference achieves: no larger L2 error, and no more elements outside the dtype's
+    tolerance. Anywhere else this admits nothing the element-wise check refused."""
+    if floor_l2 is None or floor_l2 <= l2_cap or err_l2 > floor_l2:
+        return False
+    native_out = int((floor_elem > base).sum())
+    return native_out > 0 and int((diff > base).sum()) <= native_out
 
 
 def _unravel(flat: int, shape: torch.Size) -> list[int]:

@@ -222,7 +222,8 @@ def _speed_metrics(base: Report, pack: Pack, facts: CandidateFacts, ceilings: di
     base.metrics.update(candidate_ms=cand["median_ms"], candidate_mean_ms=cand["mean_ms"],
                         candidate_iqr_ms=cand["q3_ms"] - cand["q1_ms"], candidate_max_ms=max(cand["samples_ms"]),
                         timing_method=cand["method"], host_ratio=cand.get("host_ratio"), timed_calls=timing.calls,
-                        timing_draws=timing.draws, launch_host_ms=cand.get("launch_host_ms"))
+                        timing_draws=timing.draws, launch_host_ms=cand.get("launch_host_ms"),
+                        timing_phases_s=cand.get("phases_s") or {})
     baseline = pack.meta.get("baseline") or {}
     for name in ("eager", "compile"):
         b = baseline.get(name)

@@ -67,6 +67,7 @@ class Timing:
     launch_host_ms: float | None = None  # host time of one call (median), the spin covers it
     spin_ms: float | None = None     # the GPU wait queued before each timed call
     flush_ms: list[float] = field(default_factory=list)  # GPU time of each timed call's L2 flush (after its refresh)
+    phases_s: dict[str, float] = field(default_factory=dict)  # host seconds of each phase of the measurement
 
     def to_dict(self, keep_samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -278,6 +279,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     """Time `work` (new input values before every call) and return median/IQR/mean in ms."""
     if not isinstance(work, Workload):
         work = Workload.of(list(work))
+    phases = _Phases()
     flush = _Flusher()
     calls = _Calls(work, flush)
     for _ in range(max(work.slots, 3)):
@@ -285,10 +287,12 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     _synchronize()
     calls.spin.size()
     est = max(statistics.median(_event_samples(calls, 5)), 1e-4)
+    phases.mark("first")
     # every call of a measurement lies before CHECKED_SPAN, where the secret checks end: the warm-up
     # leaves most of it to the repetitions, and the repetitions stop at it
     n_warm = min(max(1, int(warmup_ms / est)), max_reps, max(3, CHECKED_SPAN // 4 - calls.n))
     _event_samples(calls, n_warm, WARMUP_HOST_S, least=3)
+    phases.mark("warmup")
     calls.spin.size()
     calls.launch_ms.clear()
     calls.flushes.clear()
@@ -308,15 +312,31 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
             result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
     else:
         result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
+    phases.mark("reps")
     result.host_ratio, result.host_ms_per_call = host_ratio(work)
+    phases.mark("host_ratio")
     if calls.launch_ms:
         result.launch_host_ms = statistics.median(calls.launch_ms)
     result.spin_ms = calls.spin.ms if not graph else None
     result.flush_ms = [_elapsed(a, b) for a, b in calls.flushes]  # synchronised by host_ratio above
     result.notes = notes
     result.calls = calls.n
+    result.phases_s = phases.seconds
     del flush
     return result
+
+
+class _Phases:
+    """Host seconds from one mark to the next (where a measurement's own time goes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._t = _perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = _perf_counter()
+        self.seconds[name] = round(now - self._t, 4)
+        self._t = now
 
 
 def bootstrap_speedup(baseline: Sequence[float], candidate: Sequence[float], *, iters: int = 2000,

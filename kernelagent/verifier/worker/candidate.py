@@ -275,7 +275,10 @@ class CandidateRunner:
         for trial in self.meta["trials"]:
             data = self.trials[trial["id"]]
             self.load_state(data["state"])
+            t = _perf()
             res = self.call(data["inputs"], data.get("grad_outputs"), poison="nan")
+            if "first_call_seconds" not in self.facts.io:  # the first call compiles the kernels
+                self.facts.io["first_call_seconds"] = round(_perf() - t, 4)
             self.save(f"cand_{trial['id']}", res)
             if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
                 again = self.call(data["inputs"], data.get("grad_outputs"), poison="sentinel")

@@ -195,6 +195,9 @@ def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
         result = T.measure(work, use_graph=graph)
         assert max(seen) < CHECKED_SPAN, (kernel_ms, max(seen))
         assert result.n >= 30 and result.calls == len(seen)
+        # where the measurement's host time went, phase by phase, in the order they ran (the cost benchmark's)
+        assert list(result.phases_s) == ["first", "warmup", "reps", "host_ratio"]
+        assert all(v >= 0 for v in result.phases_s.values())
 
 
 def test_the_spin_comes_before_the_new_inputs(monkeypatch):
