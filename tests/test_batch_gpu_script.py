@@ -28,3 +28,21 @@ def test_partial_results_carry_each_verdict_and_message_and_a_resumed_batch_buys
     assert partials[0]["summary"] is None
     again = batch_gpu.run_config([], seeds=1, home=str(home), partial=partials.append, inputs=[folder], device="cpu")
     assert len(partials) == 2 and again["summary"] == config["summary"]  # resumed: nothing verified again
+
+
+def test_library_rows_from_the_batch_can_be_recorded_like_a_reverification(tmp_path, monkeypatch):
+    """The cards' `verified` lists are filled from the GPU batch's stored reports, not by verifying twice."""
+    home = tmp_path / "home"
+    entry = home / "library" / "scale"
+    entry.mkdir(parents=True)
+    shutil.copy(PROBLEMS / "corpus" / "scale.py", entry / "reference.py")
+    shutil.copy(HONEST / "dynamic" / "scale_weight.py", entry / "triton.py")
+    (entry / "card.json").write_text('{"name": "scale", "summary": "x * w", "verified": []}')
+    monkeypatch.setenv("KERNELAGENT_HOME", str(home))
+    config = batch_gpu.run_config([], seeds=1, home=str(home), inputs=[entry], device="cpu")
+    rows = batch_gpu.library_rows(home, config["summary"]["batch_id"])
+    assert [(r["name"], r["backend"], r["verdict"]) for r in rows] == [("scale", "triton", "accepted")]
+    assert rows[0]["row"]["device"] == "cpu" and rows[0]["row"]["trials"] >= 1 and rows[0]["drift"] == []
+    from kernelagent.tools.library import record
+    assert record(rows) == ["scale"]
+    assert '"backend": "triton"' in (entry / "card.json").read_text()

@@ -262,13 +262,17 @@ def reverify(entries: list[LibraryEntry], verifier: Verifier, progress: Any = No
         for backend in sorted(entry.backends):
             if progress is not None:
                 progress(f"verifying {entry.name} ({backend}) ...")
-            report = verify_entry(entry, backend, verifier)
-            out.append({"name": entry.name, "origin": entry.origin, "backend": backend, "verdict": report.verdict,
-                        "category": report.category, "message": report.message, "metrics": report.metrics,
-                        "environment": report.environment,
-                        "row": verified_row(report, backend) if report.accepted else None,
-                        "drift": drift(entry.card, backend, report)})
+            out.append(verify_result(entry, backend, verify_entry(entry, backend, verifier)))
     return out
+
+
+def verify_result(entry: LibraryEntry, backend: str, report: Report) -> dict[str, Any]:
+    """One row of `library verify --json` for `entry`'s `backend` kernel verified as `report` (also from a
+    batch's stored report: `--from` records it like a re-verification)."""
+    return {"name": entry.name, "origin": entry.origin, "backend": backend, "verdict": report.verdict,
+            "category": report.category, "message": report.message, "metrics": report.metrics,
+            "environment": report.environment, "row": verified_row(report, backend) if report.accepted else None,
+            "drift": drift(entry.card, backend, report)}
 
 
 def writable(entry: LibraryEntry) -> bool:
