@@ -302,7 +302,7 @@ def record(rows: list[dict[str, Any]]) -> list[str]:
         path.write_text(json.dumps(card, indent=2, default=str) + "\n", encoding="utf-8")
         if entry.origin == "user":
             (entry.path / "card.md").write_text(card_markdown(card), encoding="utf-8")
-        written.append(entry.name)
+        written += [] if entry.name in written else [entry.name]
     return written
 
 
