@@ -342,10 +342,7 @@ class Verifier:
         for tid in ids:
             worker.link(P.inputs_file(tid), pack.dir / P.inputs_file(tid))
         worker.link(P.PROBLEM_FILE, Path(pspec.path).resolve())
-        plan_file = pack.refs / "plan.json"
-        plan = None
-        if timing and plan_file.exists():
-            plan = P.decode_delivery(f'{{"plan": {plan_file.read_text()}, "trial_ids": []}}').plan
+        plan = P.read_plan(pack.refs / "plan.json") if timing else None
         tmp = worker.in_dir / (P.DELIVERY_FILE + ".tmp")
         tmp.write_text(P.encode(P.Delivery(plan=plan, trial_ids=ids)))
         tmp.replace(worker.in_dir / P.DELIVERY_FILE)

@@ -16,6 +16,7 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 
@@ -161,6 +162,11 @@ def decode_request(line: str | dict[str, Any]) -> Request:
 
 def decode_delivery(text: str) -> Delivery:
     return _build(Delivery, json.loads(text))
+
+
+def read_plan(path: Path) -> TimingPlan | None:
+    """The timing plan the parent saved with the reference (`plan.json`), or None where there is none."""
+    return TimingPlan(**json.loads(path.read_text())) if path.exists() else None
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

@@ -27,10 +27,12 @@ from kernelagent.verifier.judge.timed import (
     check_prints,
     describe_wrong,
     host_bound,
+    remembered,
     tolerance_for,
 )
+from kernelagent.verifier.measure.fresh import DrawMode
 from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
-from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
+from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers, read_plan
 from kernelagent.verifier.sandbox import untrusted
 
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
@@ -354,7 +356,19 @@ class Judge:
         if busy:
             self.j.add("stream_violation", busy, "timing", "launch on torch.cuda.current_stream() only, and leave "
                        "nothing running on the GPU when forward returns")
+        self._remembered(timing.candidate)
         self._physics(timing.candidate)
+
+    def _remembered(self, cand: dict[str, Any]) -> None:
+        draws = (self.meta.get("timing") or {}).get("draws") or {}
+        plan = read_plan(self.refs / "plan.json")
+        if draws.get("kind") != "pool" or not draws.get("fresh_every") or plan is None:
+            return
+        mode = DrawMode(**draws)
+        found = remembered(cand, lambda i: mode.is_fresh(plan, i))
+        if found:
+            self.j.add("timing_violation", found, "timing",
+                       "compute every call from its input values; never cache results between calls")
 
     def _foreign_streams(self, n: int, when: str) -> None:
         self.j.add("stream_violation", f"{n} op(s) or kernel launch(es){when} ran on another stream, not the caller's "

@@ -9,7 +9,11 @@ picked in secret with the reference's for the same draws (judge.timed).
 
 Both the reference worker (baselines, check fingerprints) and the candidate worker use this module, so a
 draw is the same on both sides. When `get_inputs()` is slow (it builds large inputs on the CPU), timing
-uses a pool of draws picked per call from the seed; the report says so.
+uses a pool of draws picked per call from the seed; the report says so. A pool repeats inputs, so a memo
+keyed on their values would hit: in pool mode about one call in FRESH_EVERY (which ones follows the secret
+seeds) still gets a draw of its own, and the judge compares those calls' times with the repeats'
+(judge.timed.remembered). Those draws, and a pool entry's first one, are made after the previous call
+(`prefetch`), outside the window the spin before each timed call covers.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from kernelagent.verifier.protocol import TimingPlan
 
 POOL_SIZE = 8
 SLOW_DRAW_S = 0.02          # a draw slower than this switches to the pool
+FRESH_EVERY = 4             # in pool mode, about one call in this many gets a draw of its own ...
+FRESH_FROM = 8              # ... from this call on (the first calls warm the pool up)
 _CHUNK = 1 << 20            # elements reduced at once by a fingerprint (k x 8 MiB of float64)
 
 _perf = time.perf_counter
@@ -43,15 +49,24 @@ class DrawMode:
 
     kind: str = "fresh"
     pool: int = POOL_SIZE
+    fresh_every: int = 0  # pool mode: about one call in this many draws anew (0: none, packs made before)
+
+    def is_fresh(self, plan: TimingPlan, i: int) -> bool:
+        """Whether call i gets a draw no other call gets (every call in fresh mode)."""
+        if self.kind == "fresh":
+            return True
+        return bool(self.fresh_every) and i >= FRESH_FROM and plan.seed(i) % self.fresh_every == 0
 
     def seed_of(self, plan: TimingPlan, i: int) -> int:
-        if self.kind == "fresh":
+        if self.is_fresh(plan, i):
             return plan.seed(i)
         return plan.seed(-2 - plan.seed(i) % self.pool)
 
     def describe(self) -> str:
-        return "a new draw of get_inputs() per call" if self.kind == "fresh" else \
-            f"one of {self.pool} draws of get_inputs() per call (a draw costs too long to repeat per call)"
+        if self.kind == "fresh":
+            return "a new draw of get_inputs() per call"
+        extra = f", and about one call in {self.fresh_every} a draw of its own" if self.fresh_every else ""
+        return f"one of {self.pool} draws of get_inputs() per call{extra} (a draw costs too long to repeat per call)"
 
 
 def draw_inputs(get_inputs: Callable[[], Any], seed: int, device: str) -> list[Any]:
@@ -73,7 +88,7 @@ def choose_mode(get_inputs: Callable[[], Any], plan: TimingPlan, device: str) ->
     draw_inputs(get_inputs, plan.seed(1), device)
     if device == "cuda":
         torch.cuda.synchronize()
-    return DrawMode("fresh") if _perf() - t <= SLOW_DRAW_S else DrawMode("pool")
+    return DrawMode("fresh") if _perf() - t <= SLOW_DRAW_S else DrawMode("pool", fresh_every=FRESH_EVERY)
 
 
 def trainable(model: Any, names: list[str] | None = None) -> list[torch.Tensor]:
@@ -119,14 +134,30 @@ class Refresher:
         self.template = template
         self.buffers: list[list[Any]] = []  # one buffer set per slot, made when the slot is first filled
         self._pool: dict[int, list[Any]] = {}
+        self._ahead: tuple[int, list[Any]] | None = None  # (call, values) drawn ahead for a call of its own
 
     def values(self, i: int) -> list[Any]:
+        if self._ahead is not None and self._ahead[0] == i:
+            ahead, self._ahead = self._ahead[1], None
+            return ahead
         seed = self.mode.seed_of(self.plan, i)
-        if self.mode.kind == "pool":
+        if self.mode.kind == "pool" and not self.mode.is_fresh(self.plan, i):
             if seed not in self._pool:
                 self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
             return self._pool[seed]
         return draw_inputs(self.get_inputs, seed, self.device)
+
+    def prefetch(self, i: int) -> None:
+        """In pool mode, make call i's draw now if it has none yet (a pool entry's first use, or a call of
+        its own), so that its cost falls after the previous call, not between a spin and the call it
+        covers. Fresh mode draws in `fill`, as before: a draw there is fast by definition."""
+        if self.mode.kind != "pool" or (self._ahead is not None and self._ahead[0] == i):
+            return
+        seed = self.mode.seed_of(self.plan, i)
+        if self.mode.is_fresh(self.plan, i):
+            self._ahead = (i, draw_inputs(self.get_inputs, seed, self.device))
+        elif seed not in self._pool:
+            self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
 
     def fill(self, i: int, slot: int = 0) -> list[Any]:
         """Draw i's values into slot `slot`'s buffers; returns those buffers."""

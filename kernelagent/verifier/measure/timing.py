@@ -68,6 +68,7 @@ class Timing:
     spin_ms: float | None = None     # the GPU wait queued before each timed call
     flush_ms: list[float] = field(default_factory=list)  # GPU time of each timed call's L2 flush (after its refresh)
     phases_s: dict[str, float] = field(default_factory=dict)  # host seconds of each phase of the measurement
+    sample_calls: list[int] = field(default_factory=list)  # the call of each sample (a replay's first call)
 
     def to_dict(self, keep_samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -165,6 +166,7 @@ class _Calls:
         self.spin = _Spin()
         self.launch_ms: list[float] = []
         self.flushes: list[tuple[Any, Any]] = []  # (event before the flush, start event) of each timed call
+        self.timed: list[int] = []  # the index of every timed call (of every replay's first call)
 
     def one(self, record: bool = True) -> tuple[Any, Any] | None:
         """Call i: new input values and an L2 flush, then the timed call between its events. A timed call
@@ -189,6 +191,7 @@ class _Calls:
             self.work.after(i, slot)
             return None
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        self.timed.append(i)
         launched = _perf_counter()
         _record(start, torch.cuda.current_stream())
         self.work.run(slot)
@@ -255,6 +258,7 @@ def _graph_samples(calls: _Calls, reps: int, least: int) -> list[float]:
         if len(samples) >= least and _perf_counter() > deadline:
             break
         first = calls.n
+        calls.timed.append(first)
         for slot in range(work.slots):
             work.prepare(first + slot, slot)
         a, b = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -296,6 +300,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     calls.spin.size()
     calls.launch_ms.clear()
     calls.flushes.clear()
+    calls.timed.clear()
     room = max(1, CHECKED_SPAN - calls.n)
     reps = int(min(max_reps, room, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
@@ -308,6 +313,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
         except RuntimeError as e:  # not capturable: fall back to events, say so
             notes.append(f"CUDA graph capture failed ({str(e).splitlines()[0][:120]}); timed with events")
             work.slots = 1
+            calls.timed.clear()
             reps = max(1, min(reps, CHECKED_SPAN - calls.n))
             result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
     else:
@@ -322,6 +328,7 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     result.notes = notes
     result.calls = calls.n
     result.phases_s = phases.seconds
+    result.sample_calls = list(calls.timed[-result.n:])
     del flush
     return result
 

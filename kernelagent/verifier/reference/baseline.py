@@ -37,7 +37,8 @@ def _template_trial(meta: dict[str, Any]) -> int:
 def timing_spec(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan) -> dict[str, Any]:
     """Which trial's buffers the timed calls refill, and how each call draws its values."""
     mode = choose_mode(runner.problem.module.get_inputs, plan, runner.device)
-    return {"template_trial": _template_trial(meta), "draws": {"kind": mode.kind, "pool": mode.pool},
+    return {"template_trial": _template_trial(meta), "draws": {"kind": mode.kind, "pool": mode.pool,
+                                                                   "fresh_every": mode.fresh_every},
             "draws_text": mode.describe(), "trainable": trainable_names(_model(runner))}
 
 

@@ -43,11 +43,13 @@ class TimedCalls:
         self.grads: dict[int, Any] = {}
         self.prints: dict[int, torch.Tensor] = {}
         self.records: list[Any] = []
+        self._prepared = -1  # the last call given its values
 
     def workload(self) -> Workload:
         return Workload(run=self.run, prepare=self.prepare, after=self.after)
 
     def prepare(self, i: int, slot: int) -> None:
+        self._prepared = max(self._prepared, i)
         bufs = self.refresher.fill(i, slot)
         self._seed = self.plan.seed(i)
         if self.backward:
@@ -80,11 +82,12 @@ class TimedCalls:
                 self.records.append(rec)
 
     def after(self, i: int, slot: int) -> None:
-        if self.fingerprint is None:
-            return
-        leaves, _ = check_outputs(self.outputs.get(slot))
-        grads = with_zeros(*self.grads[slot]) if slot in self.grads else []  # outside the call: zeros are ours
-        self.prints[i] = self.fingerprint([*leaves, *grads])
+        if self.fingerprint is not None:
+            leaves, _ = check_outputs(self.outputs.get(slot))
+            grads = with_zeros(*self.grads[slot]) if slot in self.grads else []  # outside the call: zeros are ours
+            self.prints[i] = self.fingerprint([*leaves, *grads])
+        if i + 1 > self._prepared:  # (a graph replay prepared its slots' calls together)
+            self.refresher.prefetch(i + 1)
 
 
 @contextlib.contextmanager

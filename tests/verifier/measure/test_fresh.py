@@ -40,6 +40,46 @@ def test_pool_mode_picks_among_few_draws():
     assert len(seeds) <= 3
 
 
+def test_in_pool_mode_some_calls_still_get_a_draw_of_their_own():
+    """A pool repeats inputs, so a value-keyed memo hits (red-team review 3, 2026-12-02): about one call in
+    FRESH_EVERY, picked by the secret seeds, draws anew; the first calls fill the pool."""
+    from kernelagent.verifier.measure.fresh import FRESH_EVERY, FRESH_FROM
+
+    plan = TimingPlan.new()
+    mode = DrawMode("pool", pool=8, fresh_every=FRESH_EVERY)
+    fresh = [i for i in range(256) if mode.is_fresh(plan, i)]
+    assert min(fresh) >= FRESH_FROM and 256 / FRESH_EVERY / 2 < len(fresh) < 2 * 256 / FRESH_EVERY
+    seeds = [mode.seed_of(plan, i) for i in range(256)]
+    assert len({seeds[i] for i in fresh}) == len(fresh)  # each its own draw
+    assert len({s for i, s in enumerate(seeds) if i not in fresh}) <= 8
+    assert not set(fresh) & {i for i in range(256) if DrawMode("pool", pool=8).is_fresh(plan, i)}  # old packs: none
+    other = [i for i in range(256) if mode.is_fresh(TimingPlan.new(), i)]
+    assert other != fresh  # which calls follows the secret key
+
+
+def test_pool_draws_are_made_ahead_of_their_call():
+    """A pool entry's first draw and a call's own draw happen in `prefetch` (after the previous call), so
+    `fill` only copies: the spin before a timed call covers the copy and the launch, not a slow draw."""
+    made = []
+
+    def counted():
+        made.append(1)
+        return get_inputs()
+
+    plan = TimingPlan.new()
+    mode = DrawMode("pool", pool=2, fresh_every=2)
+    ref = Refresher(counted, plan, mode, "cpu", get_inputs())
+    for i in range(40):
+        ref.prefetch(i)
+        before = len(made)
+        got = [t.clone() for t in ref.fill(i)]
+        assert len(made) == before, f"call {i} drew in fill"
+        again = draw_inputs(get_inputs, mode.seed_of(plan, i), "cpu")
+        assert torch.equal(got[0], again[0])  # the values of call i's seed, as the reference side draws them
+    fresh = sum(mode.is_fresh(plan, i) for i in range(40))
+    assert len(made) == fresh + len({mode.seed_of(plan, i) for i in range(40) if not mode.is_fresh(plan, i)})
+
+
 def test_a_problem_whose_shapes_change_between_draws_is_refused():
     sizes = iter(range(2, 100))
 

@@ -16,6 +16,7 @@ from kernelagent.verifier.measure.fresh import trainable, with_zeros
 from kernelagent.verifier.reference.baseline import _call
 from kernelagent.verifier.worker.integrity import OpRecorder
 from kernelagent.verifier.worker.timed import TimedCalls
+from tests.helpers.fakegpu import FakeGPU
 
 
 class Scaled(nn.Module):
@@ -35,6 +36,9 @@ class _Refresher:
 
     def fill(self, i: int, slot: int) -> list[torch.Tensor]:
         return self.buffers[slot]
+
+    def prefetch(self, i: int) -> None:
+        pass
 
 
 class _Plan:
@@ -142,41 +146,6 @@ def test_the_float64_call_gets_the_native_calls_upstream_gradients():
     m64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     wide, _ = _call(m64, [x.double()], True, 7, gos=[g.double() for g in gos])
     torch.testing.assert_close(wide[2].float(), native[2], rtol=1e-6, atol=1e-6)  # dx agrees closely
-
-
-class FakeGPU:
-    """timing.measure's GPU on the CPU: events read a clock that the spin, the flush and the workload
-    advance; `log` keeps the order of what was queued."""
-
-    def __init__(self, monkeypatch, spin_ms: float | None = 1.0, flush_ms: float = 0.0) -> None:  # noqa: ANN001
-        import kernelagent.verifier.measure.timing as T
-
-        self.T, self.clock, self.log = T, 0.0, []
-        gpu = self
-
-        class Ev:
-            def __init__(self, enable_timing: bool = True) -> None:
-                self.t = 0.0
-
-        def record(ev, stream):  # noqa: ANN001
-            ev.t = gpu.clock
-            gpu.log.append("event")
-
-        def flush() -> None:
-            gpu.advance(flush_ms, "flush")
-
-        monkeypatch.setattr(T, "_Event", Ev)
-        monkeypatch.setattr(T, "_record", record)
-        monkeypatch.setattr(T, "_elapsed", lambda a, b: b.t - a.t)
-        monkeypatch.setattr(T, "_synchronize", lambda: None)
-        monkeypatch.setattr(T, "_spin", None if spin_ms is None else (lambda cycles: self.advance(spin_ms, "spin")))
-        monkeypatch.setattr(T._Spin, "_cycles_per_ms", 1e6)
-        monkeypatch.setattr(T, "_Flusher", lambda: flush)
-        monkeypatch.setattr(T.torch.cuda, "current_stream", lambda: None)
-
-    def advance(self, ms: float, what: str) -> None:
-        self.clock += ms
-        self.log.append(what)
 
 
 def test_a_measurement_never_calls_past_the_checked_span(monkeypatch):
