@@ -27,6 +27,7 @@ from kernelagent.verifier.judge.timed import (
     check_prints,
     describe_wrong,
     host_bound,
+    precision_held,
     remembered,
     tolerance_for,
 )
@@ -392,6 +393,12 @@ class Judge:
         if not verdict.ok:
             self.j.add("timing_violation", describe_wrong(verdict), "timing",
                        "compute every call from its input values; never cache, skip or defer work between calls")
+        elif not self.tolerance:  # a problem's own TOLERANCE has no L2 band to hold the timed calls to
+            loose = precision_held(cand, ref)
+            if loose:
+                self.j.add("timing_violation", loose, "timing",
+                           "compute every call at the precision the checked calls show; the timed calls are "
+                           "checked too")
 
     def _stream_check(self, cand: dict[str, Any]) -> None:
         ratio, med, host_ms = cand.get("host_ratio"), cand.get("median_ms"), cand.get("host_ms_per_call")

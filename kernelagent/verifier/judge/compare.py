@@ -51,6 +51,13 @@ def defaults_for(dtype: torch.dtype) -> dict[str, float]:
     return DTYPE_DEFAULTS.get(dtype, DTYPE_DEFAULTS[torch.float32])
 
 
+def allowed_rel_l2(dtype: torch.dtype, floor_l2: float) -> float:
+    """The relative L2 error a leaf of `dtype` may have when the reference in that dtype errs by `floor_l2`:
+    a modest multiple of that floor within the dtype's band, never less than twice the floor."""
+    d = defaults_for(dtype)
+    return max(min(d["l2_cap"], max(d["l2_min"], FLOOR_MULT * floor_l2)), 2.0 * floor_l2)
+
+
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     denom = float(b.norm())
     num = float((a - b).norm())
@@ -138,9 +145,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         scale = max(1.0, float(t.pow(2).mean().sqrt()))
         base = d["atol"] * scale + d["rtol"] * t.abs()
         bound = base + ELEM_FLOOR_MULT * floor_elem
-        floor_l2 = rel_l2(nv, t)
-        allowed_l2 = min(d["l2_cap"], max(d["l2_min"], FLOOR_MULT * floor_l2))
-        allowed_l2 = max(allowed_l2, 2.0 * floor_l2)
+        allowed_l2 = allowed_rel_l2(native.dtype, rel_l2(nv, t))
     bad = diff > bound
     err_l2 = rel_l2(c, t)
     max_abs = float(diff.max())

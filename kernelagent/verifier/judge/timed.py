@@ -83,6 +83,49 @@ def _stray(got: torch.Tensor, nat: torch.Tensor, f64: torch.Tensor, scales: torc
     return None
 
 
+# The projections also measure a timed call's error as a whole. A ±1 projection of an error e has E[p²] = ‖e‖²,
+# so the mean of ((candidate − float64 projection) / (allowed · ‖float64‖))² over the checked calls and their
+# projections estimates (rel L2 error / allowed)², the allowed band being the correctness trials' own
+# (compare.allowed_rel_l2, from the reference's native-vs-float64 error on that draw). The per-projection test
+# above allows rounding of the whole output (6 sigma of a loose relative size), far more than the trials: a
+# candidate computing at full precision when compared in full and in a lower precision when timed passed it
+# (red-team review 4, 2026-12-02: fp32 matmul on bf16 tensor cores when timed, rel L2 2.4e-3 against an
+# allowed 1e-5). The mean of m squared terms of an honest error at the band has a standard deviation of
+# about sqrt(2/m) of it: PRECISION_SIGMAS of those above 1 is the limit.
+PRECISION_SIGMAS = 4.0
+PRECISION_MIN_TERMS = 6
+
+
+def precision_held(cand: dict[str, Any], ref: dict[str, Any]) -> str:
+    """A finding's message when the checked timed calls' outputs were less accurate than the correctness
+    trials allow, else "". Needs the reference's per-leaf floors (packs made before have none)."""
+    from kernelagent.verifier.judge.compare import allowed_rel_l2
+
+    floors, dtypes, prints = ref.get("floors"), ref.get("dtypes"), cand.get("prints")
+    if floors is None or not dtypes or prints is None:
+        return ""
+    index = {c: i for i, c in enumerate(cand.get("calls") or [])}
+    rows = [(p_i, index[pos]) for p_i, pos in enumerate(ref["positions"]) if pos in index]
+    for leaf, name in enumerate(dtypes):
+        dtype = getattr(torch, name.removeprefix("torch."), None)
+        terms = []
+        for p_i, c_i in rows:
+            scale = float(ref["scales"][p_i][leaf])
+            if scale <= 0 or leaf >= prints.shape[1]:
+                continue
+            allowed = allowed_rel_l2(dtype, float(floors[p_i][leaf]) / scale) * scale
+            diff = (prints[c_i][leaf] - ref["f64"][p_i][leaf]).to(torch.float64)
+            terms += ((diff / allowed) ** 2).tolist()
+        if len(terms) < PRECISION_MIN_TERMS:
+            continue
+        ratio = statistics.fmean(terms)
+        if ratio > 1.0 + PRECISION_SIGMAS * math.sqrt(2.0 / len(terms)):
+            return (f"while timed, output {leaf}'s error was about {math.sqrt(ratio):.3g}x what the correctness "
+                    f"trials allow (estimated from {len(terms)} projections of {len(rows)} checked calls): the "
+                    "timed calls computed less precisely than the checked ones")
+    return ""
+
+
 def describe_wrong(v: PrintVerdict) -> str:
     """One sentence for the report."""
     if v.shape_error:

@@ -79,7 +79,7 @@ def check_prints(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan
     model = _model(runner)
     m64 = _model(runner).to(torch.float64)
     printer = Fingerprinter(plan.mask_seed, plan.fingerprints, runner.device)
-    native, f64, scales = [], [], []
+    native, f64, scales, floors = [], [], [], []
     for pos in checks.positions:
         seed = mode.seed_of(plan, pos)
         inputs = draw_inputs(get_inputs, seed, runner.device)
@@ -88,10 +88,19 @@ def check_prints(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan
         native.append(printer(a))
         f64.append(printer(b))
         scales.append(l2_norms(b))
-    numel = [x.numel() for x in a if isinstance(x, torch.Tensor)]
+        floors.append(_floors(a, b))
+    tensors = [x for x in a if isinstance(x, torch.Tensor)]
     tensorio.save(runner.ref_dir / "checks.pt", {
         "positions": list(checks.positions), "native": torch.stack(native).cpu(), "f64": torch.stack(f64).cpu(),
-        "scales": torch.tensor(scales, dtype=torch.float64), "numel": numel})
+        "scales": torch.tensor(scales, dtype=torch.float64), "numel": [x.numel() for x in tensors],
+        "floors": torch.tensor(floors, dtype=torch.float64), "dtypes": [str(x.dtype) for x in tensors]})
+
+
+def _floors(native: list[Any], f64: list[Any]) -> list[float]:
+    """The L2 norm of the reference's own error (native dtype against float64) per tensor leaf: what the
+    judge's estimate of a timed call's error is held against (judge.timed.precision_held)."""
+    return [float(torch.linalg.vector_norm((x.detach().to(torch.float64) - y.detach().to(torch.float64)).reshape(-1)))
+            for x, y in zip(native, f64, strict=True) if isinstance(x, torch.Tensor)]
 
 
 def _up(x: Any) -> Any:
