@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import string
 
 from kernelagent.verifier.policy.canon import canonical, canonical_name, ends_process, private_home, private_path
 from kernelagent.verifier.policy.findings import Reporter, short
@@ -238,6 +239,8 @@ class ModuleChecker:
                                                        f"{name} from a value that is not known", "suspect")
         if name in REFERENCE_NAMES:
             self.report.add("reference_access", node, f"`{short(node)}` reaches the reference's {name}")
+        if name in ("format", "format_map"):
+            self._check_format(node, base, scope)
         if name == "__dict__":
             vals = self.r.resolve(base, scope)
             if not vals or any(v.kind not in _OWN for v in vals):
@@ -245,6 +248,20 @@ class ModuleChecker:
                 what = f"the namespace of {owner}" if owner else "the namespace of an object it did not create"
                 self.report.add("introspection", node, f"`{short(node)}` reads {what} as a dict",
                                 "violation" if owner else "suspect")
+
+    def _check_format(self, node: ast.AST, base: ast.expr, scope: Scope) -> None:
+        """`"{0.environ}".format(os)` reads attributes in C, where no name shows (red-team review 4): the
+        template must be a string known when the candidate is read, and its fields plain (no `.` or `[`)."""
+        text = self.r.fold(base, scope)
+        if text is None:
+            self.report.add("introspection", node, f"`{short(node)}` formats with a template not known when the "
+                                                   "candidate is read: its fields ({0.attr}, {0[key]}) read "
+                                                   "attributes and items unseen", "suspect")
+            return
+        walks = _format_walks(text)
+        if walks:
+            self.report.add("introspection", node, f"`{short(node)}` formats fields that read attributes or items "
+                                                   f"({', '.join(walks[:3])}): use an f-string of the values")
 
     def _own_attr(self, base: ast.expr, name: str, scope: Scope) -> bool:
         """`base.name` is an attribute the candidate defines on its own class (or instance)."""
@@ -615,3 +632,19 @@ class ModuleChecker:
 def _own_op_namespace(qual: str) -> bool:
     parts = qual.split(".")
     return len(parts) == 3 and parts[:2] == ["torch", "ops"] and parts[2] not in TORCH_OP_NAMESPACES
+
+
+def _format_walks(template: str, depth: int = 0) -> list[str]:
+    """The fields of a str.format template that walk attributes or items ("0.environ", "x[k]"), nested format
+    specs included; an unparsable template counts as one."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:
+        return [template[:40]]
+    walks = []
+    for _, field, spec, _ in parts:
+        if field and ("." in field or "[" in field):
+            walks.append(field)
+        if spec and depth < 3:
+            walks += _format_walks(spec, depth + 1)
+    return walks
