@@ -20,7 +20,7 @@ class ModelNew(nn.Module):
         if x.dim() != 2:
             raise ValueError(_SHAPE_ERROR.format(x.dim(), sizes=tuple(x.shape)))
         if x.numel() > 2**31:
-            raise ValueError(f"{x.numel():>12,} elements is more than {2.0**31:.1e}")
+            raise ValueError("{:>12,} elements is more than {:.1e}".format(x.numel(), 2.0**31))  # noqa: UP032
         y = torch.empty_like(x)
         _scale[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), B=1024)
         return y
