@@ -532,6 +532,7 @@ class ModuleChecker:
             self._check_attr_name(access[1], node, access[0], scope)
             self._check_chain(node, scope, " (name built from strings)" if access[2] else "")
         funcs = set(self._refs(node.func, scope))
+        self._check_getter_names(node, funcs, scope)
         self._check_dynamic_attr(node, funcs, scope)
         self._check_setattr(node, funcs, scope)
         self._check_hooks(node)
@@ -548,6 +549,21 @@ class ModuleChecker:
             owner = self._external(func.value, scope)
             if owner is not None:
                 self.report.add("monkey_patch", node, f"`{short(func)}(...)` changes {owner}")
+
+    def _check_getter_names(self, node: ast.Call, funcs: set[str], scope: Scope) -> None:
+        """attrgetter("a.b") and methodcaller("m", ...) read their names wherever the getter is applied later
+        (stored, mapped, handed to a dataclass's default_factory: red-team review 5), so the names are checked
+        where the getter is made, against an object that is not known."""
+        if not funcs & {"operator.attrgetter", "operator.methodcaller"}:
+            return
+        args = node.args if "operator.attrgetter" in funcs else node.args[:1]
+        for arg in args:
+            name = self.r.fold(arg, scope)
+            if name is None:
+                self.report.add("dynamic_attr", node, f"`{short(node)}` reads an attribute whose name is computed "
+                                                      "at run time", "suspect")
+            else:
+                self._check_attr_name(name, node, node, scope)
 
     def _check_dynamic_attr(self, node: ast.Call, funcs: set[str], scope: Scope) -> None:
         func = node.func

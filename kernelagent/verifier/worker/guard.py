@@ -86,9 +86,12 @@ def _candidate_frames(state: GuardState, depth: int) -> bool:
 
 def _caller_is_candidate(state: GuardState) -> bool:
     """Whether the frame that raised the event is the candidate's, looking through the standard library's
-    own frame walkers (`inspect.stack()` calls sys._getframe from inspect's frame, on the candidate's behalf)."""
+    own frame walkers (`inspect.stack()` calls sys._getframe from inspect's frame, on the candidate's behalf)
+    and through code generated at run time (a dataclass's `__init__`, compiled from "<string>", calls the
+    candidate's default_factory: red-team review 5 read frames from there)."""
     frame = sys._getframe(3)
-    while frame is not None and os.path.basename(frame.f_code.co_filename) in _FRAME_WALKERS:
+    while frame is not None and (os.path.basename(frame.f_code.co_filename) in _FRAME_WALKERS
+                                 or frame.f_code.co_filename.startswith("<")):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename == state.candidate_file
 
