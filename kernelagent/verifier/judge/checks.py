@@ -393,8 +393,8 @@ class Judge:
         if not verdict.ok:
             self.j.add("timing_violation", describe_wrong(verdict), "timing",
                        "compute every call from its input values; never cache, skip or defer work between calls")
-        elif not self.tolerance:  # a problem's own TOLERANCE has no L2 band to hold the timed calls to
-            loose = precision_held(cand, ref)
+        else:
+            loose = precision_held(cand, ref, self.tolerance)
             if loose:
                 self.j.add("timing_violation", loose, "timing",
                            "compute every call at the precision the checked calls show; the timed calls are "

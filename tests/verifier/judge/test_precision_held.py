@@ -47,9 +47,9 @@ class Bf16WhenTimed(torch.nn.Module):
         return (a.bfloat16() @ b.bfloat16()).float()
 
 
-def _judged(tmp_path: Path, monkeypatch, model: torch.nn.Module) -> tuple[str, bool]:
+def _judged(tmp_path: Path, monkeypatch, model: torch.nn.Module, tolerance: dict | None = None) -> tuple[str, bool]:
     problem = tmp_path / "mm.py"
-    problem.write_text(PROBLEM)
+    problem.write_text(PROBLEM + (f"\nTOLERANCE = {tolerance!r}\n" if tolerance else ""))
     out = tmp_path / "ref"
     runner = ReferenceRunner(P.ReferenceRequest(problem=str(problem), device="cpu", secret=7, seeds=2,
                                                 out_dir=str(out), cpu_max_elements=1_000_000))
@@ -65,8 +65,8 @@ def _judged(tmp_path: Path, monkeypatch, model: torch.nn.Module) -> tuple[str, b
     _, calls = time_model(model, runner.problem.module.get_inputs, template, plan, DrawMode("fresh"), "cpu", False,
                           fingerprints=True, use_graph=False)
     cand = stack_prints(calls.prints)
-    rel, atol = tolerance_for([torch.float32], None)
-    return precision_held(cand, ref), check_prints(cand, ref, rel, atol).ok
+    rel, atol = tolerance_for([torch.float32], tolerance)
+    return precision_held(cand, ref, tolerance), check_prints(cand, ref, rel, atol).ok
 
 
 def test_lower_precision_in_the_timed_calls_is_caught(tmp_path, monkeypatch):
@@ -78,3 +78,14 @@ def test_lower_precision_in_the_timed_calls_is_caught(tmp_path, monkeypatch):
 def test_honest_rounding_differences_pass(tmp_path, monkeypatch):
     found, per_projection_ok = _judged(tmp_path, monkeypatch, Exact())
     assert per_projection_ok and found == "", found
+
+
+def test_a_problem_with_its_own_tolerance_is_held_to_what_that_tolerance_allows(tmp_path, monkeypatch):
+    """Red-team review 5: the check was skipped where the problem sets TOLERANCE, and the same cheat passed
+    there; the band is then the element-wise bound's L2 size, atol·√n + rtol·‖y‖."""
+    tol = {"atol": 1e-4, "rtol": 1e-4}
+    found, per_projection_ok = _judged(tmp_path, monkeypatch, Bf16WhenTimed(), tol)
+    assert per_projection_ok and "computed less precisely" in found, found
+    (tmp_path / "honest").mkdir()
+    found, _ = _judged(tmp_path / "honest", monkeypatch, Exact(), tol)
+    assert found == "", found
