@@ -31,9 +31,8 @@ from kernelagent.verifier.judge.timed import (
     remembered,
     tolerance_for,
 )
-from kernelagent.verifier.measure.fresh import DrawMode
 from kernelagent.verifier.oprules import compute_ops, host_compute, poison_value
-from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers, read_plan
+from kernelagent.verifier.protocol import CallFacts, CandidateFacts, Transfers
 from kernelagent.verifier.sandbox import untrusted
 
 HOST_RATIO_LIMIT = 1.5   # host time over event time beyond which work was hidden from the events
@@ -361,12 +360,7 @@ class Judge:
         self._physics(timing.candidate)
 
     def _remembered(self, cand: dict[str, Any]) -> None:
-        draws = (self.meta.get("timing") or {}).get("draws") or {}
-        plan = read_plan(self.refs / "plan.json")
-        if draws.get("kind") != "pool" or not draws.get("fresh_every") or plan is None:
-            return
-        mode = DrawMode(**draws)
-        found = remembered(cand, lambda i: mode.is_fresh(plan, i))
+        found = remembered(cand)
         if found:
             self.j.add("timing_violation", found, "timing",
                        "compute every call from its input values; never cache results between calls")

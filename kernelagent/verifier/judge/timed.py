@@ -217,21 +217,18 @@ def busy_flush(cand: dict[str, Any], eager: dict[str, Any]) -> str:
 
 
 # In pool mode (a slow get_inputs()) the timed calls cycle through a few draws, so a memo keyed on the input
-# values hits; about one call in four still gets a draw of its own (measure.fresh.DrawMode.is_fresh). A
-# candidate that remembers answers computes in those calls only: they take longer than the repeats. Honest
-# calls cost the same whichever draw they get (the same distribution, L2 flushed before each).
+# values hits; about every other call still gets a draw of its own (measure.fresh.DrawMode.is_fresh), and the
+# figures come from those alone (timing.fresh_only; the others are `repeats_ms`). A candidate that remembers
+# answers gains nothing in the figures then, and shows here: calls on repeated draws faster than calls on new
+# ones. Honest calls cost the same whichever draw they get (one distribution, L2 flushed before each).
 REMEMBER_RATIO = 1.5
 REMEMBER_MARGIN_MS = 0.005
 REMEMBER_MIN = (4, 8)  # at least this many samples on draws of their own, and on repeated draws
 
 
-def remembered(cand: dict[str, Any], is_fresh: Any) -> str:
+def remembered(cand: dict[str, Any]) -> str:
     """A finding's message when calls on inputs seen before ran faster than calls on new ones, else ""."""
-    samples, calls = cand.get("samples_ms") or [], cand.get("sample_calls") or []
-    if cand.get("method") != "events" or len(samples) != len(calls):
-        return ""  # a replayed graph's sample mixes calls of both kinds
-    fresh = [t for t, i in zip(samples, calls, strict=True) if is_fresh(i)]
-    again = [t for t, i in zip(samples, calls, strict=True) if not is_fresh(i)]
+    fresh, again = cand.get("samples_ms") or [], cand.get("repeats_ms") or []
     if len(fresh) < REMEMBER_MIN[0] or len(again) < REMEMBER_MIN[1]:
         return ""
     new, seen = statistics.median(fresh), statistics.median(again)

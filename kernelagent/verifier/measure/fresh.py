@@ -11,9 +11,10 @@ Both the reference worker (baselines, check fingerprints) and the candidate work
 draw is the same on both sides. When `get_inputs()` is slow (it builds large inputs on the CPU), timing
 uses a pool of draws picked per call from the seed; the report says so. A pool repeats inputs, so a memo
 keyed on their values would hit: in pool mode about one call in FRESH_EVERY (which ones follows the secret
-seeds) still gets a draw of its own, and the judge compares those calls' times with the repeats'
-(judge.timed.remembered). Those draws, and a pool entry's first one, are made after the previous call
-(`prefetch`), outside the window the spin before each timed call covers.
+seeds) still gets a draw of its own, the reported figures come from those calls alone (timing.fresh_only),
+and the judge compares them with the repeats' (judge.timed.remembered). Those draws, and a pool entry's
+first one, are made after the previous call (`prefetch`), outside the window the spin before each timed
+call covers.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kernelagent.verifier.protocol import TimingPlan
 
 POOL_SIZE = 8
 SLOW_DRAW_S = 0.02          # a draw slower than this switches to the pool
-FRESH_EVERY = 4             # in pool mode, about one call in this many gets a draw of its own ...
+FRESH_EVERY = 2             # in pool mode, about one call in this many gets a draw of its own ...
 FRESH_FROM = 8              # ... from this call on (the first calls warm the pool up)
 _CHUNK = 1 << 20            # elements reduced at once by a fingerprint (k x 8 MiB of float64)
 
