@@ -306,32 +306,44 @@ def measure(work: Workload | Sequence[Callable[[], Any]], *, warmup_ms: float = 
     reps = int(min(max_reps, room, max(min_reps, rep_ms / est)))
     graph = est < GRAPH_THRESHOLD_MS if use_graph is None else use_graph
     notes: list[str] = []
+    samples, method = _repetitions(calls, reps, room, min_reps, graph, notes)
+    phases.mark("reps")
+    # what is judged is fixed before the candidate runs again (host_ratio calls it): tuples, no result object
+    # yet, so nothing it could reach from its own frames (a walk the policy and the audit hook both refuse)
+    # changes a figure afterwards
+    flushes = tuple(_elapsed(a, b) for a, b in calls.flushes)  # synchronised at the end of the repetitions
+    timed = tuple(calls.timed[-len(samples):])
+    launch = statistics.median(calls.launch_ms) if calls.launch_ms else None
+    ratio, host_ms = host_ratio(work)
+    phases.mark("host_ratio")
+    result = summarize(samples, method)
+    result.host_ratio, result.host_ms_per_call = ratio, host_ms
+    result.launch_host_ms = launch
+    result.spin_ms = calls.spin.ms if not graph else None
+    result.flush_ms = list(flushes)
+    result.notes = notes
+    result.calls = calls.n
+    result.phases_s = phases.seconds
+    result.sample_calls = list(timed)
+    del flush
+    return result
+
+
+def _repetitions(calls: _Calls, reps: int, room: int, min_reps: int, graph: bool,
+                 notes: list[str]) -> tuple[tuple[float, ...], str]:
+    """The timed repetitions: replays of a CUDA graph (one sample per replay), else one event pair per call."""
+    work = calls.work
     if graph:
         try:
             work.slots = GRAPH_SLOTS
             replays = max(1, room // GRAPH_SLOTS - 1)  # the capture's warm calls take one slot set
-            result = summarize(_graph_samples(calls, replays, least=min(min_reps, replays)), "cuda_graph")
+            return tuple(_graph_samples(calls, replays, least=min(min_reps, replays))), "cuda_graph"
         except RuntimeError as e:  # not capturable: fall back to events, say so
             notes.append(f"CUDA graph capture failed ({str(e).splitlines()[0][:120]}); timed with events")
             work.slots = 1
             calls.timed.clear()
             reps = max(1, min(reps, CHECKED_SPAN - calls.n))
-            result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
-    else:
-        result = summarize(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps)), "events")
-    phases.mark("reps")
-    result.host_ratio, result.host_ms_per_call = host_ratio(work)
-    phases.mark("host_ratio")
-    if calls.launch_ms:
-        result.launch_host_ms = statistics.median(calls.launch_ms)
-    result.spin_ms = calls.spin.ms if not graph else None
-    result.flush_ms = [_elapsed(a, b) for a, b in calls.flushes]  # synchronised by host_ratio above
-    result.notes = notes
-    result.calls = calls.n
-    result.phases_s = phases.seconds
-    result.sample_calls = list(calls.timed[-result.n:])
-    del flush
-    return result
+    return tuple(_event_samples(calls, reps, REPS_HOST_S, least=min(min_reps, reps))), "events"
 
 
 MIN_FRESH_SAMPLES = 5  # fewer samples on draws of their own than this, and the figures keep the repeats

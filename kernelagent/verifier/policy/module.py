@@ -554,9 +554,27 @@ class ModuleChecker:
         """attrgetter("a.b") and methodcaller("m", ...) read their names wherever the getter is applied later
         (stored, mapped, handed to a dataclass's default_factory: red-team review 5), so the names are checked
         where the getter is made, against an object that is not known."""
+        if funcs & {"functools.update_wrapper", "functools.wraps"}:
+            self._check_wrapper_names(node, funcs, scope)
+            return
         if not funcs & {"operator.attrgetter", "operator.methodcaller"}:
             return
         args = node.args if "operator.attrgetter" in funcs else node.args[:1]
+        self._check_names_read(node, args, scope)
+
+    def _check_wrapper_names(self, node: ast.Call, funcs: set[str], scope: Scope) -> None:
+        """update_wrapper / wraps read every name in `assigned` and `updated` from the wrapped object (red-team
+        review 6 read a generator's gi_frame that way): the names must be written out, and each is checked."""
+        first = 2 if "functools.update_wrapper" in funcs else 1
+        given = [*node.args[first:first + 2], *(k.value for k in node.keywords if k.arg in ("assigned", "updated"))]
+        for names in given:
+            if isinstance(names, ast.Tuple | ast.List):
+                self._check_names_read(node, names.elts, scope)
+            else:
+                self.report.add("dynamic_attr", node, f"`{short(node)}` reads attributes named by a value the "
+                                                      "candidate builds", "suspect")
+
+    def _check_names_read(self, node: ast.Call, args: list[ast.expr], scope: Scope) -> None:
         for arg in args:
             name = self.r.fold(arg, scope)
             if name is None:

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import sysconfig
 import threading
 import types
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ _ALLOWED_EXECUTABLES = {"ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nv
 _INTROSPECTION_EVENTS = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "sys.settrace", "sys.setprofile", "object.__getattr__"}
 _FRAME_WALKERS = {"inspect.py", "traceback.py", "linecache.py"}  # stdlib modules that walk frames for their caller
+_FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")  # reading these hands out a live frame
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")  # captured before any candidate code exists
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr"}
 
@@ -94,6 +97,24 @@ def _caller_is_candidate(state: GuardState) -> bool:
                                  or frame.f_code.co_filename.startswith("<")):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename == state.candidate_file
+
+
+def _first_beyond_stdlib_is_candidate(state: GuardState) -> bool:
+    """Whether the first frame outside the standard library and run-time generated code is the candidate's.
+    A frame handed out (a traceback's, a generator's) gives every frame and local above it, the verifier's
+    included; the standard library reads them only for a caller of its own (red-team review 6:
+    functools.update_wrapper(box, gen, assigned=("gi_frame",)) read one from functools.py, which the
+    top-frame check let through). Torch and Triton frames reading frames for themselves stay allowed."""
+    frame = sys._getframe(3)
+    while frame is not None and _stdlib_or_generated(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename == state.candidate_file
+
+
+def _stdlib_or_generated(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename[len(_STDLIB):]
 
 
 def _foreign_proc(path: str) -> bool:
@@ -233,10 +254,10 @@ def install_audit_hook(state: GuardState) -> None:
                                                                                "__kwdefaults__", "__globals__"):
             if _candidate_frames(state, 2):
                 deny(f"rewriting {args[1]} of {getattr(args[0], '__qualname__', '?')}")
+        elif event == "object.__getattr__":
+            if len(args) > 1 and args[1] in _FRAME_ATTRS and _first_beyond_stdlib_is_candidate(state):
+                deny(f"introspection ({event}: {args[1]})")
         elif event in _INTROSPECTION_EVENTS:
-            if event == "object.__getattr__" and not (len(args) > 1 and args[1] in ("tb_frame", "gi_frame",
-                                                                                   "cr_frame", "ag_frame")):
-                return
             if _caller_is_candidate(state):
                 deny(f"introspection ({event})")
 
