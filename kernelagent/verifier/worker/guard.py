@@ -13,7 +13,6 @@ import contextlib
 import ctypes
 import os
 import sys
-import sysconfig
 import threading
 import types
 from collections.abc import Iterator
@@ -28,8 +27,12 @@ _ALLOWED_EXECUTABLES = {"ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nv
 _INTROSPECTION_EVENTS = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
                          "gc.get_referents", "sys.settrace", "sys.setprofile", "object.__getattr__"}
 _FRAME_WALKERS = {"inspect.py", "traceback.py", "linecache.py"}  # stdlib modules that walk frames for their caller
+# code that calls sys._getframe on its caller's behalf and hands the frame (or its locals) back: looked past
+# like the walkers (red-team review 7: logging.currentframe() gave the candidate its frame, and
+# torch._jit_internal.createResolutionCallbackFromFrame(3) the runner from a frame's locals)
+_FRAME_HOSTS = (("logging", "__init__.py"), ("", "bdb.py"), ("", "pdb.py"), ("", "doctest.py"),
+                ("asyncio", "format_helpers.py"), ("torch", "_jit_internal.py"))
 _FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")  # reading these hands out a live frame
-_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")  # captured before any candidate code exists
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr"}
 
@@ -94,27 +97,14 @@ def _caller_is_candidate(state: GuardState) -> bool:
     candidate's default_factory: red-team review 5 read frames from there)."""
     frame = sys._getframe(3)
     while frame is not None and (os.path.basename(frame.f_code.co_filename) in _FRAME_WALKERS
-                                 or frame.f_code.co_filename.startswith("<")):
+                                 or frame.f_code.co_filename.startswith("<") or _frame_host(frame.f_code.co_filename)):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename == state.candidate_file
 
 
-def _first_beyond_stdlib_is_candidate(state: GuardState) -> bool:
-    """Whether the first frame outside the standard library and run-time generated code is the candidate's.
-    A frame handed out (a traceback's, a generator's) gives every frame and local above it, the verifier's
-    included; the standard library reads them only for a caller of its own (red-team review 6:
-    functools.update_wrapper(box, gen, assigned=("gi_frame",)) read one from functools.py, which the
-    top-frame check let through). Torch and Triton frames reading frames for themselves stay allowed."""
-    frame = sys._getframe(3)
-    while frame is not None and _stdlib_or_generated(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename == state.candidate_file
-
-
-def _stdlib_or_generated(filename: str) -> bool:
-    if filename.startswith("<"):
-        return True
-    return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename[len(_STDLIB):]
+def _frame_host(filename: str) -> bool:
+    parts = filename.split(os.sep)
+    return any(parts[-1] == name and (not pkg or (len(parts) > 1 and parts[-2] == pkg)) for pkg, name in _FRAME_HOSTS)
 
 
 def _foreign_proc(path: str) -> bool:
@@ -255,7 +245,10 @@ def install_audit_hook(state: GuardState) -> None:
             if _candidate_frames(state, 2):
                 deny(f"rewriting {args[1]} of {getattr(args[0], '__qualname__', '?')}")
         elif event == "object.__getattr__":
-            if len(args) > 1 and args[1] in _FRAME_ATTRS and _first_beyond_stdlib_is_candidate(state):
+            # a frame handed out gives every frame and local above it, the verifier's included: refused while
+            # candidate code is anywhere on the stack, whichever library does the read (red-team reviews 6
+            # and 7: functools.update_wrapper(box, gen, assigned=("gi_frame",)), np.vectorize(getattr))
+            if len(args) > 1 and args[1] in _FRAME_ATTRS and _candidate_on_stack(state):
                 deny(f"introspection ({event}: {args[1]})")
         elif event in _INTROSPECTION_EVENTS:
             if _caller_is_candidate(state):
