@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import sysconfig
 import threading
 import types
 from collections.abc import Iterator
@@ -33,6 +34,12 @@ _FRAME_WALKERS = {"inspect.py", "traceback.py", "linecache.py"}  # stdlib module
 _FRAME_HOSTS = (("logging", "__init__.py"), ("", "bdb.py"), ("", "pdb.py"), ("", "doctest.py"),
                 ("asyncio", "format_helpers.py"), ("torch", "_jit_internal.py"))
 _FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")  # reading these hands out a live frame
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")  # captured before any candidate code exists
+# the compilers' own error paths walk a failed compile's traceback while the candidate is on the stack (Triton's
+# compiler.filter_traceback, CuTe DSL's stacktrace filters and NameError locator, torch's CapturedTraceback):
+# a traceback's frames read from their files, and from no other library, stay allowed
+_TB_READERS = tuple(os.sep + os.path.join(*p) + os.sep for p in (("triton", "compiler"), ("cutlass", "base_dsl"),
+                                                                    ("torch", "utils")))
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr"}
 
@@ -100,6 +107,22 @@ def _caller_is_candidate(state: GuardState) -> bool:
                                  or frame.f_code.co_filename.startswith("<") or _frame_host(frame.f_code.co_filename)):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename == state.candidate_file
+
+
+def _reader_beyond_stdlib(dirs: tuple[str, ...]) -> bool:
+    """Whether the first frame outside the standard library and generated code, from the one that raised the
+    event, lies in one of `dirs` of an installed package."""
+    frame = sys._getframe(3)
+    while frame is not None and _stdlib_or_generated(frame.f_code.co_filename):
+        frame = frame.f_back
+    name = frame.f_code.co_filename if frame is not None else ""
+    return "-packages" + os.sep in name and any(d in name for d in dirs)
+
+
+def _stdlib_or_generated(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename[len(_STDLIB):]
 
 
 def _frame_host(filename: str) -> bool:
@@ -249,7 +272,8 @@ def install_audit_hook(state: GuardState) -> None:
             # candidate code is anywhere on the stack, whichever library does the read (red-team reviews 6
             # and 7: functools.update_wrapper(box, gen, assigned=("gi_frame",)), np.vectorize(getattr))
             if len(args) > 1 and args[1] in _FRAME_ATTRS and _candidate_on_stack(state):
-                deny(f"introspection ({event}: {args[1]})")
+                if not (args[1] == "tb_frame" and _reader_beyond_stdlib(_TB_READERS)):
+                    deny(f"introspection ({event}: {args[1]})")
         elif event in _INTROSPECTION_EVENTS:
             if _caller_is_candidate(state):
                 deny(f"introspection ({event})")
