@@ -166,7 +166,10 @@ def decode_delivery(text: str) -> Delivery:
 
 def read_plan(path: Path) -> TimingPlan | None:
     """The timing plan the parent saved with the reference (`plan.json`), or None where there is none."""
-    return TimingPlan(**json.loads(path.read_text())) if path.exists() else None
+    if not path.exists():
+        return None
+    names = {f.name for f in dataclasses.fields(TimingPlan)}
+    return TimingPlan(**{k: v for k, v in json.loads(path.read_text()).items() if k in names})
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

@@ -424,7 +424,7 @@ class Judge:
         self.caching()
         self.timed_outputs()
         ok_trials = [r for r in self.j.trials if r.ok]
-        worst = [leaf for r in self.j.trials for leaf in r.leaves if leaf.kind in ("ok", "mismatch")]
+        worst = [leaf for r in self.j.trials for leaf in r.leaves if leaf.kind in ("ok", "mismatch") and leaf.judged]
         if worst:
             self.j.metrics["max_abs_err"] = max(leaf.max_abs for leaf in worst)
             self.j.metrics["rel_l2"] = max(leaf.rel_l2 for leaf in worst)

@@ -45,6 +45,7 @@ class LeafResult:
     worst_index: list[int] = field(default_factory=list)
     rows: str = ""
     nan_mask: Any = None         # positions where the candidate is non-finite and the reference is not
+    judged: bool = True          # False where the inputs were too ill-conditioned to judge this leaf
 
     def summary(self) -> str:
         if self.ok and self.message:
@@ -167,6 +168,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                      allowed_l2=allowed_l2, floor_l2=None if tolerance else rel_l2(nv, t),
                      frac_bad=float(bad.double().mean()), worst_index=idx)
     if stressed and res.floor_l2 is not None and res.floor_l2 >= UNINFORMATIVE_FLOOR:
+        res.judged = False
         res.message = (f"not judged on these inputs: the reference in its own dtype errs by {res.floor_l2:.3g} in rel "
                        "L2 here, no closer to the truth than a constant (the inputs are too ill-conditioned "
                        "for this output)")

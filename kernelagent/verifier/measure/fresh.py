@@ -61,7 +61,9 @@ class DrawMode:
     def seed_of(self, plan: TimingPlan, i: int) -> int:
         if self.is_fresh(plan, i):
             return plan.seed(i)
-        return plan.seed(-2 - plan.seed(i) % self.pool)
+        # the pool entry from bits of the seed other than those that chose "not fresh" (with fresh_every 2 the
+        # low bit is 1 on every repeat: seed % pool would use only half the pool; review of 2026-12-02)
+        return plan.seed(-2 - plan.seed(i) // max(1, self.fresh_every) % self.pool)
 
     def describe(self) -> str:
         if self.kind == "fresh":
@@ -213,6 +215,12 @@ class Fingerprinter:
 
 
 def l2_norms(leaves: list[Any]) -> list[float]:
-    """The float64 L2 norm of each tensor leaf (scales for the fingerprint tolerance)."""
-    return [float(torch.linalg.vector_norm(x.detach().reshape(-1).to(torch.float64)))
+    """The float64 L2 norm of each tensor leaf (scales for the fingerprint tolerance), complex as real pairs
+    (as the fingerprints see them)."""
+    return [float(torch.linalg.vector_norm(as_real(x).reshape(-1).to(torch.float64)))
             for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def as_real(x: torch.Tensor) -> torch.Tensor:
+    x = x.detach()
+    return torch.view_as_real(x) if x.is_complex() else x

@@ -31,15 +31,20 @@ _FRAME_WALKERS = {"inspect.py", "traceback.py", "linecache.py"}  # stdlib module
 # code that calls sys._getframe on its caller's behalf and hands the frame (or its locals) back: looked past
 # like the walkers (red-team review 7: logging.currentframe() gave the candidate its frame, and
 # torch._jit_internal.createResolutionCallbackFromFrame(3) the runner from a frame's locals)
-_FRAME_HOSTS = (("logging", "__init__.py"), ("", "bdb.py"), ("", "pdb.py"), ("", "doctest.py"),
-                ("asyncio", "format_helpers.py"), ("torch", "_jit_internal.py"))
+_FRAME_HOSTS = (("logging", "__init__.py", "<lambda>"), ("", "bdb.py", ""), ("", "pdb.py", ""), ("", "doctest.py", ""),
+                ("asyncio", "format_helpers.py", ""), ("torch", "_jit_internal.py", ""))  # (package, file, function)
 _FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")  # reading these hands out a live frame
 _STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")  # captured before any candidate code exists
 # the compilers' own error paths walk a failed compile's traceback while the candidate is on the stack (Triton's
-# compiler.filter_traceback, CuTe DSL's stacktrace filters and NameError locator, torch's CapturedTraceback):
-# a traceback's frames read from their files, and from no other library, stay allowed
-_TB_READERS = tuple(os.sep + os.path.join(*p) + os.sep for p in (("triton", "compiler"), ("cutlass", "base_dsl"),
-                                                                    ("torch", "utils")))
+# compiler.filter_traceback, also on a failed autotuning config the autotuner catches; CuTe DSL's stacktrace
+# filters and NameError locator; torch's CapturedTraceback and the Triton wrapper's logged fallback): a
+# traceback's frames read from these files, and from no other (a general helper such as torch.utils._pytree's
+# tree_map would host any getattr: review of 2026-12-02), stay allowed
+_TB_READERS = tuple(os.sep + os.path.join(*p) for p in (
+    ("triton", "compiler", "compiler.py"), ("cutlass", "base_dsl", "utils", "stacktrace.py"),
+    ("cutlass", "base_dsl", "dsl.py"), ("cutlass", "base_dsl", "common.py"),
+    ("cutlass", "_mlir", "_mlir_libs", "__init__.py"), ("torch", "utils", "_traceback.py"),
+    ("torch", "_higher_order_ops", "triton_kernel_wrap.py")))
 _NETWORK_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr"}
 
@@ -104,19 +109,19 @@ def _caller_is_candidate(state: GuardState) -> bool:
     candidate's default_factory: red-team review 5 read frames from there)."""
     frame = sys._getframe(3)
     while frame is not None and (os.path.basename(frame.f_code.co_filename) in _FRAME_WALKERS
-                                 or frame.f_code.co_filename.startswith("<") or _frame_host(frame.f_code.co_filename)):
+                                 or frame.f_code.co_filename.startswith("<") or _frame_host(frame.f_code)):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename == state.candidate_file
 
 
-def _reader_beyond_stdlib(dirs: tuple[str, ...]) -> bool:
+def _reader_beyond_stdlib(files: tuple[str, ...], workdir: str) -> bool:
     """Whether the first frame outside the standard library and generated code, from the one that raised the
-    event, lies in one of `dirs` of an installed package."""
+    event, is one of `files` (path endings), and not a file in the candidate's own work dir."""
     frame = sys._getframe(3)
     while frame is not None and _stdlib_or_generated(frame.f_code.co_filename):
         frame = frame.f_back
     name = frame.f_code.co_filename if frame is not None else ""
-    return "-packages" + os.sep in name and any(d in name for d in dirs)
+    return name.endswith(files) and not _under(os.path.realpath(name), [os.path.realpath(workdir)])
 
 
 def _stdlib_or_generated(filename: str) -> bool:
@@ -125,9 +130,12 @@ def _stdlib_or_generated(filename: str) -> bool:
     return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename[len(_STDLIB):]
 
 
-def _frame_host(filename: str) -> bool:
-    parts = filename.split(os.sep)
-    return any(parts[-1] == name and (not pkg or (len(parts) > 1 and parts[-2] == pkg)) for pkg, name in _FRAME_HOSTS)
+def _frame_host(code: types.CodeType) -> bool:
+    """Code that hands its caller's frame back: logging's currentframe lambda (its own findCaller, which calls
+    it, then stays the caller), torch's resolution callbacks, the debuggers."""
+    parts = code.co_filename.split(os.sep)
+    return any(parts[-1] == name and (not pkg or (len(parts) > 1 and parts[-2] == pkg))
+               and (not func or code.co_name == func) for pkg, name, func in _FRAME_HOSTS)
 
 
 def _foreign_proc(path: str) -> bool:
@@ -272,7 +280,7 @@ def install_audit_hook(state: GuardState) -> None:
             # candidate code is anywhere on the stack, whichever library does the read (red-team reviews 6
             # and 7: functools.update_wrapper(box, gen, assigned=("gi_frame",)), np.vectorize(getattr))
             if len(args) > 1 and args[1] in _FRAME_ATTRS and _candidate_on_stack(state):
-                if not (args[1] == "tb_frame" and _reader_beyond_stdlib(_TB_READERS)):
+                if not (args[1] == "tb_frame" and _reader_beyond_stdlib(_TB_READERS, state.workdir)):
                     deny(f"introspection ({event}: {args[1]})")
         elif event in _INTROSPECTION_EVENTS:
             if _caller_is_candidate(state):
