@@ -252,16 +252,26 @@ class ModuleChecker:
     def _check_format(self, node: ast.AST, base: ast.expr, scope: Scope) -> None:
         """`"{0.environ}".format(os)` reads attributes in C, where no name shows (red-team review 4): the
         template must be a string known when the candidate is read, and its fields plain (no `.` or `[`)."""
-        text = self.r.fold(base, scope)
-        if text is None:
+        texts = [self.r.fold(t, scope) for t in self._templates(node, base, scope)]
+        if not texts or None in texts:
             self.report.add("introspection", node, f"`{short(node)}` formats with a template not known when the "
                                                    "candidate is read: its fields ({0.attr}, {0[key]}) read "
                                                    "attributes and items unseen", "suspect")
             return
-        walks = _format_walks(text)
+        walks = [w for text in texts for w in _format_walks(text)]
         if walks:
             self.report.add("introspection", node, f"`{short(node)}` formats fields that read attributes or items "
                                                    f"({', '.join(walks[:3])}): use an f-string of the values")
+
+    def _templates(self, node: ast.AST, base: ast.expr, scope: Scope) -> list[ast.expr]:
+        """The template expressions a `.format` reads: the receiver, both branches of a conditional one, and for
+        the unbound `str.format(template, ...)` the call's first argument."""
+        if isinstance(base, ast.IfExp):
+            return [base.body, base.orelse]
+        if "builtins.str" in self._refs(base, scope):
+            call = self.info.parents.get(node)
+            return [call.args[0]] if isinstance(call, ast.Call) and call.func is node and call.args else []
+        return [base]
 
     def _own_attr(self, base: ast.expr, name: str, scope: Scope) -> bool:
         """`base.name` is an attribute the candidate defines on its own class (or instance)."""
@@ -568,6 +578,8 @@ class ModuleChecker:
         first = 2 if "functools.update_wrapper" in funcs else 1
         given = [*node.args[first:first + 2], *(k.value for k in node.keywords if k.arg in ("assigned", "updated"))]
         for names in given:
+            if set(self._refs(names, scope)) & {"functools.WRAPPER_ASSIGNMENTS", "functools.WRAPPER_UPDATES"}:
+                continue  # the defaults, written out
             if isinstance(names, ast.Tuple | ast.List):
                 self._check_names_read(node, names.elts, scope)
             else:

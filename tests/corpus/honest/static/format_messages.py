@@ -1,6 +1,6 @@
-# str.format with plain fields (positional, named, with format specs) in a shape check's message: allowed
-# (only fields that walk attributes or items, `{0.attr}` / `{0[key]}`, or a template the policy cannot read,
-# are refused).
+# str.format with plain fields (positional, named, with format specs) in a shape check's message, from a
+# conditional template and through the unbound str.format: allowed (only fields that walk attributes or items,
+# `{0.attr}` / `{0[key]}`, or a template the policy cannot read, are refused).
 import torch
 import torch.nn as nn
 import triton
@@ -19,6 +19,9 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if x.dim() != 2:
             raise ValueError(_SHAPE_ERROR.format(x.dim(), sizes=tuple(x.shape)))
+        if x.dtype not in (torch.float32, torch.bfloat16):
+            kind = ("complex input {}" if x.is_complex() else "unsupported dtype {}").format(x.dtype)
+            raise TypeError(str.format("{}: use float32 or bfloat16", kind))
         if x.numel() > 2**31:
             raise ValueError("{:>12,} elements is more than {:.1e}".format(x.numel(), 2.0**31))  # noqa: UP032
         y = torch.empty_like(x)
