@@ -9,6 +9,7 @@ whose worker dies.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,9 @@ def _text(result: Any) -> str:
 def _worker_dirs(scratch: Path, candidate: Path) -> list[Path]:
     """Worker folders holding `candidate` (the verifier copies the candidate into its worker's folder)."""
     name = f"candidate_{sha256_text(candidate.read_text())[:12]}.py"
-    return [p.parent for p in scratch.rglob(name)]
+    # os.walk skips a folder removed while it is walked (a worker ending meanwhile); rglob raised
+    # FileNotFoundError there and failed the whole module's set-up once in CI
+    return [Path(root) for root, _, files in os.walk(scratch) if name in files]
 
 
 async def _cancel_hang(client: Client, scratch: Path, out: dict[str, Any]) -> None:
