@@ -166,10 +166,7 @@ def decode_delivery(text: str) -> Delivery:
 
 def read_plan(path: Path) -> TimingPlan | None:
     """The timing plan the parent saved with the reference (`plan.json`), or None where there is none."""
-    if not path.exists():
-        return None
-    names = {f.name for f in dataclasses.fields(TimingPlan)}
-    return TimingPlan(**{k: v for k, v in json.loads(path.read_text()).items() if k in names})
+    return _build(TimingPlan, json.loads(path.read_text())) if path.exists() else None
 
 
 def _build(cls: type, data: dict[str, Any]) -> Any:

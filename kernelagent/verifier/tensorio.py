@@ -35,6 +35,11 @@ def flatten(obj: Any) -> tuple[list[Leaf], str]:
     return list(leaves), describe(obj)
 
 
+def as_real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its real pairs (how outputs are compared and fingerprinted); others as they are."""
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
 def describe(obj: Any) -> str:
     if isinstance(obj, torch.Tensor):
         return f"Tensor{tuple(obj.shape)}:{str(obj.dtype).removeprefix('torch.')}"

@@ -19,6 +19,7 @@ import torch
 from kernelagent.verifier.audit.settings import Tolerance
 from kernelagent.verifier.estimate import COMPARE_CHUNK
 from kernelagent.verifier.judge.compare import ELEM_FLOOR_MULT, FLOOR_MULT, defaults_for
+from kernelagent.verifier.tensorio import as_real
 
 
 def chunks(shape: tuple[int, ...], limit: int = COMPARE_CHUNK) -> Iterator[tuple[Any, ...]]:
@@ -43,12 +44,8 @@ def chunks(shape: tuple[int, ...], limit: int = COMPARE_CHUNK) -> Iterator[tuple
             yield (i, *sub)
 
 
-def _real(t: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(t) if t.is_complex() else t
-
-
 def _wide(t: torch.Tensor) -> torch.Tensor:
-    return _real(t).to(torch.float64)
+    return as_real(t).to(torch.float64)
 
 
 def exact_equal(ref: torch.Tensor, ans: torch.Tensor) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from kernelagent.verifier.tensorio import as_real
+
 # atol (scaled by max(1, rms of the reference)), rtol, and the band for the relative L2 error.
 DTYPE_DEFAULTS: dict[torch.dtype, dict[str, float]] = {
     torch.float64: {"atol": 1e-9, "rtol": 1e-7, "l2_min": 1e-10, "l2_cap": 1e-8},
@@ -119,15 +121,11 @@ def _compare_scalar(name: str, got: Any, exp: Any) -> LeafResult:
     return LeafResult(name, ok, "ok" if ok else "mismatch", "" if ok else f"expected {exp!r}, got {got!r}")
 
 
-def _as_real(t: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(t) if t.is_complex() else t
-
-
 def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torch.Tensor | None,
                    tolerance: dict[str, float] | None, stressed: bool = False) -> LeafResult:
-    truth = _as_real(f64 if f64 is not None else native).to(torch.float64)
-    cand = _as_real(got).to(torch.float64)
-    nat = _as_real(native).to(torch.float64)
+    truth = as_real(f64 if f64 is not None else native).to(torch.float64)
+    cand = as_real(got).to(torch.float64)
+    nat = as_real(native).to(torch.float64)
     ref_finite = torch.isfinite(truth)
     cand_finite = torch.isfinite(cand)
     nan_mask = ref_finite & ~cand_finite
@@ -181,7 +179,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         return res
     if bool(bad.any()) or l2_bad:
         res.ok, res.kind = False, "mismatch"
-        res.rows = _rows(_as_real(got).to(torch.float64), truth, idx) if truth.dim() <= 4 else ""
+        res.rows = _rows(as_real(got).to(torch.float64), truth, idx) if truth.dim() <= 4 else ""
         parts = [f"max abs error {max_abs:.3g} at {idx}", f"rel L2 error {err_l2:.3g}"
                  + (f" (allowed {allowed_l2:.2g})" if allowed_l2 is not None else ""),
                  f"{res.frac_bad:.2%} of elements outside tolerance"]

@@ -16,6 +16,9 @@ from typing import Any
 
 import torch
 
+from kernelagent.verifier.judge.compare import allowed_rel_l2
+from kernelagent.verifier.measure.timing import quartiles
+
 # Relative size of an honest error, per output dtype (looser than the correctness trials: a projection
 # sums the error of the whole output), and the absolute error per element.
 _REL = {torch.float64: 1e-9, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 6e-2}
@@ -101,8 +104,6 @@ def precision_held(cand: dict[str, Any], ref: dict[str, Any], tolerance: dict[st
     trials allow, else "". Needs the reference's per-leaf floors (packs made before have none). With the
     problem's TOLERANCE the band is what its element-wise bound allows in L2: ‖atol + rtol·|y|‖ ≤
     atol·√n + rtol·‖y‖ (red-team review 5: skipped there, the same lowered precision passed)."""
-    from kernelagent.verifier.judge.compare import allowed_rel_l2
-
     floors, dtypes, prints = ref.get("floors"), ref.get("dtypes"), cand.get("prints")
     if floors is None or not dtypes or prints is None:
         return ""
@@ -233,13 +234,9 @@ def remembered(cand: dict[str, Any]) -> str:
         return ""
     # the faster quarter of the new draws against the slower quarter of the repeats: a gap no idle-GPU effect
     # after a slow draw explains (only calls on new draws follow one), and a memo's gap is far wider
-    new, seen = _quartiles(fresh)[0], _quartiles(again)[2]
+    new, seen = quartiles(fresh)[0], quartiles(again)[2]
     if new <= REMEMBER_RATIO * seen + REMEMBER_MARGIN_MS:
         return ""
     return (f"calls on inputs drawn for the first time took {new:.4f} ms or more in three of four (of {len(fresh)}), "
             f"calls on inputs seen before {seen:.4f} ms or less in three of four (of {len(again)}): answers were "
             "remembered across calls")
-
-
-def _quartiles(xs: list[float]) -> list[float]:
-    return statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3

@@ -29,6 +29,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from kernelagent.verifier.protocol import TimingPlan
+from kernelagent.verifier.tensorio import as_real
 
 POOL_SIZE = 8
 SLOW_DRAW_S = 0.02          # a draw slower than this switches to the pool
@@ -143,12 +144,16 @@ class Refresher:
         if self._ahead is not None and self._ahead[0] == i:
             ahead, self._ahead = self._ahead[1], None
             return ahead
+        return self._draw(i)
+
+    def _draw(self, i: int) -> list[Any]:
+        """Call i's values: a pool entry (drawn on its first use) or a draw of the call's own."""
         seed = self.mode.seed_of(self.plan, i)
-        if self.mode.kind == "pool" and not self.mode.is_fresh(self.plan, i):
-            if seed not in self._pool:
-                self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
-            return self._pool[seed]
-        return draw_inputs(self.get_inputs, seed, self.device)
+        if self.mode.is_fresh(self.plan, i):
+            return draw_inputs(self.get_inputs, seed, self.device)
+        if seed not in self._pool:
+            self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
+        return self._pool[seed]
 
     def prefetch(self, i: int) -> None:
         """In pool mode, make call i's draw now if it has none yet (a pool entry's first use, or a call of
@@ -156,11 +161,9 @@ class Refresher:
         covers. Fresh mode draws in `fill`, as before: a draw there is fast by definition."""
         if self.mode.kind != "pool" or (self._ahead is not None and self._ahead[0] == i):
             return
-        seed = self.mode.seed_of(self.plan, i)
+        values = self._draw(i)
         if self.mode.is_fresh(self.plan, i):
-            self._ahead = (i, draw_inputs(self.get_inputs, seed, self.device))
-        elif seed not in self._pool:
-            self._pool[seed] = draw_inputs(self.get_inputs, seed, self.device)
+            self._ahead = (i, values)
 
     def fill(self, i: int, slot: int = 0) -> list[Any]:
         """Draw i's values into slot `slot`'s buffers; returns those buffers."""
@@ -204,9 +207,7 @@ class Fingerprinter:
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         out = torch.zeros((len(tensors), self.k), dtype=torch.float64, device=self.device)
         for li, t in enumerate(tensors):
-            flat = t.detach().reshape(-1)
-            if flat.is_complex():
-                flat = torch.view_as_real(flat).reshape(-1)
+            flat = as_real(t.detach()).reshape(-1)
             signs = self._mask(li, flat.numel())
             for start in range(0, flat.numel(), _CHUNK):
                 part = flat[start:start + _CHUNK].to(torch.float64)
@@ -217,10 +218,5 @@ class Fingerprinter:
 def l2_norms(leaves: list[Any]) -> list[float]:
     """The float64 L2 norm of each tensor leaf (scales for the fingerprint tolerance), complex as real pairs
     (as the fingerprints see them)."""
-    return [float(torch.linalg.vector_norm(as_real(x).reshape(-1).to(torch.float64)))
+    return [float(torch.linalg.vector_norm(as_real(x.detach()).reshape(-1).to(torch.float64)))
             for x in leaves if isinstance(x, torch.Tensor)]
-
-
-def as_real(x: torch.Tensor) -> torch.Tensor:
-    x = x.detach()
-    return torch.view_as_real(x) if x.is_complex() else x

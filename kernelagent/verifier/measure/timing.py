@@ -82,9 +82,14 @@ class Timing:
         return self.q3_ms - self.q1_ms
 
 
+def quartiles(samples: Sequence[float]) -> list[float]:
+    """[q1, median, q3] (all three the one sample when there is one)."""
+    return statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+
+
 def summarize(samples: Sequence[float], method: str) -> Timing:
     s = sorted(samples)
-    q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
+    q = quartiles(s)
     return Timing(median_ms=statistics.median(s), q1_ms=q[0], q3_ms=q[2], mean_ms=statistics.fmean(s),
                   min_ms=s[0], n=len(s), method=method, samples_ms=list(samples))
 
@@ -352,11 +357,16 @@ MIN_FRESH_SAMPLES = 5  # fewer samples on draws of their own than this, and the 
 def fresh_only(t: Timing, is_fresh: Callable[[int], bool]) -> Timing:
     """The figures of the samples whose call had a draw of its own; the others go to `repeats_ms` (pool mode:
     a memo fed by repeated draws then lowers no reported figure, and the judge compares the two groups)."""
-    keep = [(x, i) for x, i in zip(t.samples_ms, t.sample_calls, strict=True) if is_fresh(i)]
-    if len(keep) < MIN_FRESH_SAMPLES or len(keep) == len(t.samples_ms):
+    keep: list[tuple[float, int]] = []
+    repeats: list[float] = []
+    for x, i in zip(t.samples_ms, t.sample_calls, strict=True):
+        if is_fresh(i):
+            keep.append((x, i))
+        else:
+            repeats.append(x)
+    if len(keep) < MIN_FRESH_SAMPLES or not repeats:
         return t
     s = summarize([x for x, _ in keep], t.method)
-    repeats = [x for x, i in zip(t.samples_ms, t.sample_calls, strict=True) if not is_fresh(i)]
     return replace(t, median_ms=s.median_ms, q1_ms=s.q1_ms, q3_ms=s.q3_ms, mean_ms=s.mean_ms, min_ms=s.min_ms,
                    n=s.n, samples_ms=s.samples_ms, sample_calls=[i for _, i in keep], repeats_ms=repeats,
                    notes=[*t.notes, f"figures from the {len(keep)} calls on a draw of their own; the "

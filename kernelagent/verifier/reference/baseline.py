@@ -14,7 +14,6 @@ from kernelagent.verifier import tensorio
 from kernelagent.verifier.measure.fresh import (
     DrawMode,
     Fingerprinter,
-    as_real,
     choose_mode,
     draw_inputs,
     grad_outputs_for,
@@ -100,7 +99,9 @@ def check_prints(runner: ReferenceRunner, meta: dict[str, Any], plan: TimingPlan
 def _floors(native: list[Any], f64: list[Any]) -> list[float]:
     """The L2 norm of the reference's own error (native dtype against float64) per tensor leaf: what the
     judge's estimate of a timed call's error is held against (judge.timed.precision_held)."""
-    return [float(torch.linalg.vector_norm((as_real(x).to(torch.float64) - as_real(y).to(torch.float64)).reshape(-1)))
+    real = tensorio.as_real
+    return [float(torch.linalg.vector_norm((real(x.detach()).to(torch.float64) - real(y.detach()).to(torch.float64))
+                                           .reshape(-1)))
             for x, y in zip(native, f64, strict=True) if isinstance(x, torch.Tensor)]
 
 
