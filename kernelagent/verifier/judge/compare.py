@@ -172,6 +172,10 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                        "for this output)")
         return res
     l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
+    if bool(bad.any()) and base is not None and _within_reference_error(diff, floor_elem, err_l2, res.floor_l2):
+        res.message = ("within the reference's own error: no element further from the truth than the reference's "
+                       "worst, and a smaller L2 error than the reference's")
+        return res
     if stressed and bool(bad.any()) and not l2_bad and base is not None and _no_worse_than_native(
             diff, floor_elem, base, err_l2, res.floor_l2, defaults_for(native.dtype)["l2_cap"]):
         res.message = ("no less accurate than the reference in its own dtype (which errs more in L2 and at as many "
@@ -185,6 +189,19 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                  f"{res.frac_bad:.2%} of elements outside tolerance"]
         res.message = "; ".join(parts)
     return res
+
+
+def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, err_l2: float,
+                            floor_l2: float | None) -> bool:
+    """The reference's error at one element is a single draw: an accurate kernel errs at other elements than the
+    reference does. FlashAttention's dQ (the row-sum of dO * O taken from the rounded O) errs by ~1e-3 in the
+    rows where a one-hot softmax makes dQ tiny; the fp16 reference, its softmax backward self-consistent, is
+    exact there and twice as far off overall. On the library's fp16 attention problem that rejected the kernel
+    in one trial of three (H200, 2026-12-02; 34 of 100 seeds under the CPU interpreter). A leaf with elements
+    outside their own bound passes when the candidate is no less accurate than the reference in both norms:
+    no element off by more than the reference's worst error anywhere in the leaf, and no larger L2 error
+    (FlashAttention's own tests hold gradients to the low-precision reference's worst error likewise)."""
+    return floor_l2 is not None and err_l2 <= floor_l2 and float(diff.max()) <= float(floor_elem.max())
 
 
 def _no_worse_than_native(diff: torch.Tensor, floor_elem: torch.Tensor, base: torch.Tensor, err_l2: float,
