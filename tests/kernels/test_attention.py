@@ -498,7 +498,7 @@ def test_card_lists_what_the_files_define_and_claims_no_figure():
     for row in card["measured"]:
         assert (ROOT / row["source"]).is_file() and row["source"].startswith("benchmarks/results/"), row
     if not card["measured"]:
-        assert "Not measured yet" in (FOLDER / "card.md").read_text()
+        assert "Not measured yet against the peers" in (FOLDER / "card.md").read_text()
 
 
 def test_benchmark_flop_convention_shapes_and_plot(tmp_path):

@@ -98,12 +98,12 @@ def test_where_the_reference_fails_its_own_dtype_a_candidate_is_held_to_the_refe
     """Attention's gradients on the verifier's scaled-and-shifted inputs (2026-12-02, H200): the bf16
     reference erred far beyond bf16's band, the library kernel little, and 0.02% of the kernel's elements fell
     outside the element-wise floor, taken where the reference happened to be right."""
-    cand, native, t = _ill_conditioned(200, 5, native_err=0.5, outlier=1.0)
+    cand, native, t = _ill_conditioned(200, 5, native_err=0.5, outlier=1.5)
     res = compare_leaf("grad", cand, native, t, None, stressed=True)
     assert res.ok and 0.02 < res.floor_l2 < 0.5 and "no less accurate than the reference" in res.message
     assert not compare_leaf("grad", cand, native, t, None).ok  # the problem's own inputs: held to the floor
     # more elements off than the reference has, or a larger L2 error than the reference's: refused
-    cand, native, t = _ill_conditioned(4, 5, native_err=0.5, outlier=1.0)
+    cand, native, t = _ill_conditioned(4, 5, native_err=0.5, outlier=1.5)
     res = compare_leaf("grad", cand, native, t, None, stressed=True)
     assert res.floor_l2 > 0.005 and not res.ok
     cand, native, t = _ill_conditioned(200, 5)
@@ -128,7 +128,8 @@ def test_an_element_may_err_by_as_much_as_the_reference_errs_anywhere_in_the_lea
     """The library's fp16 attention (2026-12-02, H200 and the CPU interpreter): dQ off by ~1e-3 in the rows
     where a one-hot softmax makes dQ tiny and the fp16 reference is exact, the reference twice as far off
     overall and at other elements; one trial in three rejected the kernel. Within the reference's worst
-    error it passes; one element beyond it, where the reference is exact, still fails."""
+    error it passes, and up to twice it (FlashAttention's tests' bound); one element beyond that, where the
+    reference is exact, still fails."""
     gen = torch.Generator().manual_seed(4)
     t = torch.randn(64, 128, generator=gen, dtype=torch.float64)
     native = (t + 4e-3 * torch.randn(t.shape, generator=gen, dtype=torch.float64)).half()
@@ -138,7 +139,9 @@ def test_an_element_may_err_by_as_much_as_the_reference_errs_anywhere_in_the_lea
     res = compare_leaf("dq", cand, native, t, None)
     worst = float((native.double() - t).abs().max())
     assert res.ok and res.max_abs < worst and res.rel_l2 < res.floor_l2
-    cand[7, 3] = t[7, 3] + 2 * worst
+    cand[7, 3] = t[7, 3] + 1.8 * worst  # an extreme draw, still within twice the reference's worst
+    assert compare_leaf("dq", cand, native, t, None).ok
+    cand[7, 3] = t[7, 3] + 3 * worst
     res = compare_leaf("dq", cand, native, t, None)
     assert not res.ok and res.kind == "mismatch" and res.worst_index == [7, 3]
 

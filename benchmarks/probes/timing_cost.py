@@ -1,0 +1,101 @@
+"""Where a verification's timing stage spends its seconds on a small kernel (GPU): the measurement of
+`time_model` on the 1 MiB softmax benchmark problem, phase by phase, with the per-call host time, the spin
+and the method, under each variant named on the command line (default: all).
+
+  python3 benchmarks/probes/timing_cost.py [variant ...]
+variants: current timed_warmup spin_median current+spin_median graph
+Prints one JSON line per run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kernelagent.verifier.measure import timing  # noqa: E402
+from kernelagent.verifier.measure.fresh import DrawMode, choose_mode  # noqa: E402
+from kernelagent.verifier.protocol import TimingPlan  # noqa: E402
+from kernelagent.verifier.worker.timed import time_model  # noqa: E402
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _instrumented():
+    """Wrap _Calls.one to record host seconds per call and the spin size in force."""
+    seen = {"host_ms": [], "spin_ms": []}
+    one = timing._Calls.one
+
+    def wrapped(self, record=True):
+        t = time.perf_counter()
+        r = one(self, record)
+        seen["host_ms"].append((time.perf_counter() - t) * 1e3)
+        seen["spin_ms"].append(self.spin.ms)
+        seen["recent_P_ms"] = [round(x, 3) for x in self.spin.host_ms]
+        return r
+
+    timing._Calls.one = wrapped
+    return seen, lambda: setattr(timing._Calls, "one", one)
+
+
+def run(variant: str, model, problem, plan, mode) -> dict:
+    template = [x.cuda() for x in problem.get_inputs()]
+    seen, undo = _instrumented()
+    use_graph = True if variant == "graph" else None
+    size, samples = timing._Spin.size, timing._event_samples
+    warm = timing._warm_up
+    if "timed_warmup" in variant:  # the warm-up as before 2026-12-02: spin and events on every call
+        timing._warm_up = lambda calls, n, host_s, least: samples(calls, n, host_s, least)
+    if "spin_median" in variant:
+        def median_size(self):
+            if timing._spin is None or not self.host_ms:
+                return
+            mid = sorted(self.host_ms)[len(self.host_ms) // 2]
+            ms = min(timing.SPIN_MAX_MS, max(timing.SPIN_FLOOR_MS, timing.SPIN_MARGIN * mid))
+            self.cycles = int(ms * self.cycles_per_ms())
+        timing._Spin.size = median_size
+    t = time.perf_counter()
+    res, _ = time_model(model, problem.get_inputs, template, plan, mode, "cuda", False, fingerprints=True,
+                        use_graph=use_graph)
+    wall = time.perf_counter() - t
+    undo()
+    timing._Spin.size, timing._warm_up = size, warm
+    hs = sorted(seen["host_ms"])
+    return {"variant": variant, "wall_s": round(wall, 4), "method": res.method, "median_ms": res.median_ms,
+            "n": res.n, "calls": res.calls, "phases_s": res.phases_s, "spin_ms_final": res.spin_ms,
+            "host_ms_per_call": {"median": hs[len(hs) // 2] if hs else None, "max": hs[-1] if hs else None,
+                                 "first5": [round(x, 3) for x in seen["host_ms"][:5]]},
+            "recent_P_ms": seen.get("recent_P_ms"), "spin_ms_seen": sorted({round(x, 3) for x in seen["spin_ms"]})[:12],
+            "launch_host_ms": res.launch_host_ms}
+
+
+def main() -> None:
+    problem = _load(ROOT / "problems/bench/softmax_16x16384.py", "p_softmax")
+    cand = _load(ROOT / "examples/softmax/kernel.py", "c_softmax")
+    model = cand.ModelNew().cuda()
+    eager = problem.Model().cuda()
+    plan = TimingPlan.new()
+    mode = choose_mode(problem.get_inputs, plan, "cuda")
+    print(json.dumps({"mode": mode.describe()}), flush=True)
+    variants = sys.argv[1:] or ["timed_warmup", "current", "current+spin_median", "graph"]
+    for rnd in range(2):
+        for v in variants:
+            for name, m in (("candidate", model), ("eager", eager)):
+                row = run(v, m, problem, plan, DrawMode(mode.kind, mode.pool, mode.fresh_every))
+                row.update(round=rnd, model=name)
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
