@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markdown import Markdown
 from rich.table import Table
 
 from kernelagent.cli.common import Device, DeviceOpt, ExitCode, JsonOpt, console, err, fail, verify_options
@@ -24,14 +25,35 @@ def list_cmd(json_out: bool, console: Any) -> None:
         print(json.dumps(entries, indent=2))
         return
     table = Table(box=None)
-    for col in ("name", "shelf", "backends", "dtypes", "verified on", "summary"):
+    for col in ("name", "shelf", "backends", "dtypes", "vs eager (GPU)", "summary"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        verified = ", ".join(sorted({str(v.get("gpu") or v.get("device")) for v in e["verified"]})) or "not yet"
-        table.add_row(e["name"], e["origin"], ", ".join(e["backends"]), ", ".join(e["dtypes"]), verified,
-                      e["summary"][:90])
+        table.add_row(e["name"], e["origin"], ", ".join(e["backends"]), ", ".join(e["dtypes"]),
+                      speedups(e["verified"]), first_sentence(e["summary"]))
     console.print(table)
-    console.print(f"[dim]your shelf: {user_root()}[/]")
+    console.print(f"[dim]your shelf: {user_root()}; `kernelagent library show NAME` for a card[/]")
+
+
+def speedups(verified: list[dict[str, Any]]) -> str:
+    """The card's measured speedups over eager per backend and GPU ('triton 2.07x (H200)'), from its verify rows;
+    'not measured' where no GPU row has one."""
+    best: dict[tuple[str, str], float] = {}
+    for row in verified:
+        gpu, value = row.get("gpu"), row.get("speedup_eager")
+        if gpu and isinstance(value, int | float):
+            key = (str(row.get("backend", "?")), str(gpu).removeprefix("NVIDIA "))
+            best[key] = value  # rows are appended in time order: the latest measurement stands
+    return ", ".join(f"{b} {v:.3g}x ({g})" for (b, g), v in sorted(best.items())) or "not measured"
+
+
+def first_sentence(text: str, limit: int = 110) -> str:
+    """The summary's first sentence, cut at a word boundary with an ellipsis when longer than `limit`."""
+    text = " ".join(text.split())
+    end = re.search(r"[.;](\s|$)", text)
+    sentence = text[:end.start()] if end else text
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rsplit(" ", 1)[0].rstrip(",;") + " …"
 
 
 def show_cmd(name: str, json_out: bool, console: Any, err: Any) -> int:
@@ -47,7 +69,11 @@ def show_cmd(name: str, json_out: bool, console: Any, err: Any) -> int:
                           "files": {b: str(p) for b, p in entry.backends.items()}}, indent=2))
         return EXIT_OK
     md = entry.path / "card.md"
-    console.print(md.read_text() if md.exists() else json.dumps(entry.card, indent=2), markup=False)
+    if md.exists():
+        console.print(Markdown(md.read_text()))
+    else:
+        console.print(json.dumps(entry.card, indent=2), markup=False)
+    console.print(f"[dim]measured against eager: {speedups(entry.card.get('verified', []))}[/]")
     for backend, path in entry.backends.items():
         console.print(f"[dim]{backend}: {path}[/]")
     return EXIT_OK
