@@ -356,6 +356,39 @@ def _wide_rows(tri, ref) -> list[dict]:
     return rows
 
 
+def judged_seeds(sets: tuple[int, ...] = (1, 4), seeds: range = range(1000, 1012)) -> list[str]:
+    """Runs in the interpreter child: the verifier's judge (compare_leaf, default tolerance) on the kernels'
+    output and gradients over many seeds of the small sets; the failures' summaries. Before the judge's rule
+    for leaves as accurate as the reference (2026-12-02), set 4 (fp16) failed on 4 of these 12 seeds and set 1
+    (bf16, GQA, causal) on one."""
+    from kernelagent.verifier.judge.compare import compare_leaf
+
+    tri = load_file(FOLDER / "triton.py", "lib_attention_triton")
+    ref = load_file(FOLDER / "reference.py", "lib_attention_reference")
+    bad = []
+    for index in sets:
+        for seed in seeds:
+            torch.manual_seed(seed)
+            q, k, v, *opts = ref.get_test_inputs()[index]
+            g = torch.randn(q.shape).to(q.dtype)
+            got, gs = _fwd_bwd(tri.ModelNew(), q, k, v, opts, g)
+            low, low_gs = _fwd_bwd(ref.Model(), q, k, v, opts, g)
+            t64, t_gs = _fwd_bwd(ref.Model(), q.double(), k.double(), v.double(), opts, g.double())
+            for name, a, b, c in zip(("out", "dq", "dk", "dv"), [got, *gs], [low, *low_gs], [t64, *t_gs], strict=True):
+                res = compare_leaf(name, a, b, c, None)
+                if not res.ok:
+                    bad.append(f"set {index} seed {seed}: {res.summary()}")
+    return bad
+
+
+@pytest.mark.slow
+def test_the_verifier_judge_accepts_the_kernels_over_many_seeds():
+    code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention as t\n"
+            "emit({'bad': t.judged_seeds()})\n")
+    bad = run_in_interpreter(code, timeout=600)["bad"]
+    assert not bad, "\n".join(bad)
+
+
 @pytest.fixture(scope="module")
 def interp_rows() -> list[dict]:
     code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention as t\n"
