@@ -26,6 +26,7 @@ DTYPE_DEFAULTS: dict[torch.dtype, dict[str, float]] = {
 FLOOR_MULT = 4.0        # a candidate may err up to this multiple of the reference's own error (L2)
 ELEM_FLOOR_MULT = 4.0   # ... and, element-wise, of the reference's own error at that element
 WORST_MULT = 2.0        # or, no less accurate than the reference in L2, this multiple of its worst element error
+RESCUE_MAX_FRAC = 0.01  # ... for at most this fraction of the leaf's elements
 # A reference whose own error (rel L2, native dtype against float64) reaches this is about as far from the
 # truth as zeros are: on such inputs the leaf is not judged (any bound that lets the reference pass lets a
 # constant pass too); it must still be finite. Attention's gradients of q and k on the scaled-and-shifted
@@ -173,7 +174,8 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                        "for this output)")
         return res
     l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
-    if bool(bad.any()) and base is not None and _within_reference_error(diff, floor_elem, err_l2, res.floor_l2):
+    if bool(bad.any()) and base is not None and _within_reference_error(
+            diff, floor_elem, t.abs() + d["atol"] * scale, bad, err_l2, res.floor_l2):
         res.message = ("within the reference's own error: no element further from the truth than twice the "
                        "reference's worst, and a smaller L2 error than the reference's")
         return res
@@ -192,8 +194,8 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
     return res
 
 
-def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, err_l2: float,
-                            floor_l2: float | None) -> bool:
+def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, size: torch.Tensor, bad: torch.Tensor,
+                            err_l2: float, floor_l2: float | None) -> bool:
     """The reference's error at one element is a single draw: an accurate kernel errs at other elements than the
     reference does. FlashAttention's dQ (the row-sum of dO * O taken from the rounded O) errs by ~1e-3 in the
     rows where a one-hot softmax makes dQ tiny; the fp16 reference, its softmax backward self-consistent, is
@@ -204,9 +206,18 @@ def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, err_l2
     (FlashAttention's own tests hold outputs and gradients to twice the low-precision reference's worst error).
     The worst error of millions of elements is an extreme draw: the kernel's dQ on the library's bf16 GQA
     problem (2 x 1000 x 8 x 128, causal) reached 0.73 of the reference's worst on the CPU and 0.0138, past
-    it, in one trial on the H200, with half the reference's L2 error."""
-    return (floor_l2 is not None and err_l2 <= floor_l2
-            and float(diff.max()) <= WORST_MULT * float(floor_elem.max()))
+    it, in one trial on the H200, with half the reference's L2 error.
+    Both norms are set by the largest elements, so two more bounds keep large elements from paying for small
+    ones (red-team review 8: zeroing every output of exp(x @ W) under 1.0, half a bf16 tensor, passed): at most
+    RESCUE_MAX_FRAC of the elements outside their own bound, and the error relative to each element's size
+    (|truth| + the dtype's scaled atol) within ELEM_FLOOR_MULT times the reference's in L2. The library's
+    attention over 800 interpreter trials: at most 0.26 % of elements, and 2.35 times the reference's relative
+    error (dQ of 0.014 where the truth is 7e-4); the review's cheats: 18 % and more, 120 times and more."""
+    if floor_l2 is None or err_l2 > floor_l2 or float(diff.max()) > WORST_MULT * float(floor_elem.max()):
+        return False
+    if float(bad.double().mean()) > RESCUE_MAX_FRAC:
+        return False
+    return float((diff / size).norm()) <= ELEM_FLOOR_MULT * float((floor_elem / size).norm())
 
 
 def _no_worse_than_native(diff: torch.Tensor, floor_elem: torch.Tensor, base: torch.Tensor, err_l2: float,

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernelagent.verifier.judge.compare import compare_leaf, rel_l2
+from kernelagent.verifier.judge.compare import defaults_for as compare_defaults
 from kernelagent.verifier.measure.profiling import parse_ncu_csv, parse_sanitizer, summarize_profile
 from kernelagent.verifier.measure.roofline import FALLBACK_CEILINGS, count_work, floor_ms, percent_of_limit
 from kernelagent.verifier.measure.timing import bootstrap_speedup, summarize
@@ -144,6 +145,34 @@ def test_an_element_may_err_by_as_much_as_the_reference_errs_anywhere_in_the_lea
     cand[7, 3] = t[7, 3] + 3 * worst
     res = compare_leaf("dq", cand, native, t, None)
     assert not res.ok and res.kind == "mismatch" and res.worst_index == [7, 3]
+
+
+def _exp_of_matmul(dtype: torch.dtype):
+    """exp(x @ W) with logits of std ~2: a heavy-tailed output whose low-precision reference is off by tens at
+    its largest elements, so its worst element error and its L2 error are large beside most elements."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 256, generator=gen).to(dtype)
+    w = (torch.randn(256, 256, generator=gen) * 2 / 16).to(dtype)
+    truth = torch.exp(x.double() @ w.double())
+    return truth, torch.exp(x @ w), truth.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_large_elements_do_not_pay_for_wrong_small_ones(dtype):
+    """Red-team review 8: the rescue's L2 and worst-element bounds are set by the largest elements; zeroing
+    every output under 1.0 (half a bf16 tensor) passed them. Refused by the share of elements rescued and by
+    the error relative to each element's size; as few as 0.5 % of the smallest zeroed, by the second alone."""
+    truth, native, honest = _exp_of_matmul(dtype)
+    assert compare_leaf("y", honest, native, truth, None).ok
+    flushed = honest.clone()
+    flushed[truth < 1.0] = 0
+    assert not compare_leaf("y", flushed, native, truth, None).ok
+    atol = compare_defaults(dtype)["atol"] * float(truth.pow(2).mean().sqrt())
+    above = (truth.view(-1) > 3 * atol).nonzero().flatten()  # elements the element-wise bound does cover
+    few = honest.clone()
+    few.view(-1)[above[truth.view(-1)[above].argsort()[: truth.numel() // 200]]] = 0
+    res = compare_leaf("y", few, native, truth, None)
+    assert not res.ok and 0 < res.frac_bad < 0.01
 
 
 def test_where_the_reference_is_accurate_nothing_is_admitted_beyond_the_floor():
