@@ -37,7 +37,7 @@ def test_the_corpus_covers_every_class():
     names = {p.stem for p in CHEATS}
     for needed in ("memo_identity", "memo_version", "memo_sampled", "memo_item_hash", "rotation", "cadence_host",
                    "cadence_gpu_clock", "poison_observer", "hook_observer", "uneven_work", "skip_store",
-                   "no_max_subtraction"):
+                   "no_max_subtraction", "capture_skip"):
         assert needed in names, needed
     assert {p.stem for p in GOOD} >= {"plain", "workspace_three_launches", "persistent", "autotuned"}
 
