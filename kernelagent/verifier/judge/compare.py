@@ -175,7 +175,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         return res
     l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
     if bool(bad.any()) and base is not None and _within_reference_error(
-            diff, floor_elem, t.abs() + d["atol"] * scale, bad, err_l2, res.floor_l2):
+            diff, floor_elem, t.abs() + d["atol"] * scale, bad, err_l2, res.floor_l2, d["l2_cap"]):
         res.message = ("within the reference's own error: no element further from the truth than twice the "
                        "reference's worst, and a smaller L2 error than the reference's")
         return res
@@ -195,7 +195,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
 
 
 def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, size: torch.Tensor, bad: torch.Tensor,
-                            err_l2: float, floor_l2: float | None) -> bool:
+                            err_l2: float, floor_l2: float | None, l2_cap: float) -> bool:
     """The reference's error at one element is a single draw: an accurate kernel errs at other elements than the
     reference does. FlashAttention's dQ (the row-sum of dO * O taken from the rounded O) errs by ~1e-3 in the
     rows where a one-hot softmax makes dQ tiny; the fp16 reference, its softmax backward self-consistent, is
@@ -212,8 +212,13 @@ def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, size: 
     RESCUE_MAX_FRAC of the elements outside their own bound, and the error relative to each element's size
     (|truth| + the dtype's scaled atol) within ELEM_FLOOR_MULT times the reference's in L2. The library's
     attention over 800 interpreter trials: at most 0.26 % of elements, and 2.35 times the reference's relative
-    error (dQ of 0.014 where the truth is 7e-4); the review's cheats: 18 % and more, 120 times and more."""
-    if floor_l2 is None or err_l2 > floor_l2 or float(diff.max()) > WORST_MULT * float(floor_elem.max()):
+    error (dQ of 0.014 where the truth is 7e-4); the review's cheats: 18 % and more, 120 times and more.
+    Only where the reference keeps within its dtype's L2 band (red-team review 9: a bf16 scan written as a loop,
+    its reference 3.5 times past the band from drift at late steps, let a kernel zero its first eight steps,
+    where the reference is exact; a reference that far off leaves the candidate to the element-wise rule)."""
+    if floor_l2 is None or floor_l2 > l2_cap or err_l2 > floor_l2:
+        return False
+    if float(diff.max()) > WORST_MULT * float(floor_elem.max()):
         return False
     if float(bad.double().mean()) > RESCUE_MAX_FRAC:
         return False
