@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.table import Table
 
 from kernelagent.cli.common import Device, DeviceOpt, ExitCode, JsonOpt, console, err, fail, verify_options
@@ -29,7 +30,7 @@ def list_cmd(json_out: bool, console: Any) -> None:
         table.add_column(col, overflow="fold")
     for e in entries:
         table.add_row(e["name"], e["origin"], ", ".join(e["backends"]), ", ".join(e["dtypes"]),
-                      speedups(e["verified"]), first_sentence(e["summary"]))
+                      speedups(e["verified"]), escape(first_sentence(e["summary"])))
     console.print(table)
     console.print(f"[dim]your shelf: {user_root()}; `kernelagent library show NAME` for a card[/]")
 
@@ -38,11 +39,10 @@ def speedups(verified: list[dict[str, Any]]) -> str:
     """The card's measured speedups over eager per backend and GPU ('triton 2.07x (H200)'), from its verify rows;
     'not measured' where no GPU row has one."""
     best: dict[tuple[str, str], float] = {}
-    for row in verified:
+    for row in sorted(verified, key=lambda r: str(r.get("date", ""))):  # the latest measurement stands
         gpu, value = row.get("gpu"), row.get("speedup_eager")
         if gpu and isinstance(value, int | float):
-            key = (str(row.get("backend", "?")), str(gpu).removeprefix("NVIDIA "))
-            best[key] = value  # rows are appended in time order: the latest measurement stands
+            best[(str(row.get("backend", "?")), str(gpu).removeprefix("NVIDIA "))] = value
     return ", ".join(f"{b} {v:.3g}x ({g})" for (b, g), v in sorted(best.items())) or "not measured"
 
 

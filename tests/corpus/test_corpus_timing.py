@@ -118,6 +118,8 @@ def test_timing_agrees_with_do_bench_on_fresh_inputs(gpu, path: Path):
     shape = tuple(_problem_inputs(problem_of(path))[0].shape)
     with gpu.pool.gpu_quiet():  # no pooled worker starting on the GPU meanwhile
         theirs = _do_bench_fresh(path, shape)
+    floor = rep.metrics.get("roofline_floor_ms") or 0.0
+    assert ours >= 0.9 * floor, f"{path.stem}: {ours:.4f} ms, under the memory's floor {floor:.4f} ms"
     if theirs < 0.02:
         assert ours <= theirs * 1.05, f"{path.stem}: ours {ours:.4f} ms ({rep.metrics.get('timing_method')}), " \
                                       f"do_bench {theirs:.4f} ms"

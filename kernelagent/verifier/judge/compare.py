@@ -26,7 +26,8 @@ DTYPE_DEFAULTS: dict[torch.dtype, dict[str, float]] = {
 FLOOR_MULT = 4.0        # a candidate may err up to this multiple of the reference's own error (L2)
 ELEM_FLOOR_MULT = 4.0   # ... and, element-wise, of the reference's own error at that element
 WORST_MULT = 2.0        # or, no less accurate than the reference in L2, this multiple of its worst element error
-RESCUE_MAX_FRAC = 0.01  # ... for at most this fraction of the leaf's elements
+RESCUE_MAX_FRAC = 0.005  # ... for at most this fraction of the leaf's elements,
+RESCUE_ATOL_MULT = 8.0   # ... each off by at most this multiple of the dtype's atol at the leaf's scale
 # A reference whose own error (rel L2, native dtype against float64) reaches this is about as far from the
 # truth as zeros are: on such inputs the leaf is not judged (any bound that lets the reference pass lets a
 # constant pass too); it must still be finite. Attention's gradients of q and k on the scaled-and-shifted
@@ -175,9 +176,10 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         return res
     l2_bad = allowed_l2 is not None and err_l2 > allowed_l2
     if bool(bad.any()) and base is not None and _within_reference_error(
-            diff, floor_elem, t.abs() + d["atol"] * scale, bad, err_l2, res.floor_l2, d["l2_cap"]):
-        res.message = ("within the reference's own error: no element further from the truth than twice the "
-                       "reference's worst, and a smaller L2 error than the reference's")
+            diff, floor_elem, t.abs(), d["atol"] * scale, bad, err_l2, res.floor_l2, d["l2_cap"]):
+        res.message = ("within the reference's own error: no larger L2 error than the reference's, no element "
+                       "further from the truth than twice its worst, few elements outside their bound and a "
+                       "size-relative error within a few times the reference's")
         return res
     if stressed and bool(bad.any()) and not l2_bad and base is not None and _no_worse_than_native(
             diff, floor_elem, base, err_l2, res.floor_l2, defaults_for(native.dtype)["l2_cap"]):
@@ -194,8 +196,8 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
     return res
 
 
-def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, size: torch.Tensor, bad: torch.Tensor,
-                            err_l2: float, floor_l2: float | None, l2_cap: float) -> bool:
+def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, magnitude: torch.Tensor, atol: float,
+                            bad: torch.Tensor, err_l2: float, floor_l2: float | None, l2_cap: float) -> bool:
     """The reference's error at one element is a single draw: an accurate kernel errs at other elements than the
     reference does. FlashAttention's dQ (the row-sum of dO * O taken from the rounded O) errs by ~1e-3 in the
     rows where a one-hot softmax makes dQ tiny; the fp16 reference, its softmax backward self-consistent, is
@@ -209,19 +211,22 @@ def _within_reference_error(diff: torch.Tensor, floor_elem: torch.Tensor, size: 
     it, in one trial on the H200, with half the reference's L2 error.
     Both norms are set by the largest elements, so two more bounds keep large elements from paying for small
     ones (red-team review 8: zeroing every output of exp(x @ W) under 1.0, half a bf16 tensor, passed): at most
-    RESCUE_MAX_FRAC of the elements outside their own bound, and the error relative to each element's size
+    RESCUE_MAX_FRAC of the elements outside their own bound, each off by at most RESCUE_ATOL_MULT times the
+    dtype's atol at the leaf's scale (review 10: one row of 128 scaled by 0.9 passed on that exp output; 0.2 %
+    of its elements were outside their bound, off by up to 24), and the error relative to each element's size
     (|truth| + the dtype's scaled atol) within ELEM_FLOOR_MULT times the reference's in L2. The library's
     attention over 800 interpreter trials: at most 0.26 % of elements, and 2.35 times the reference's relative
     error (dQ of 0.014 where the truth is 7e-4); the review's cheats: 18 % and more, 120 times and more.
     Only where the reference keeps within its dtype's L2 band (red-team review 9: a bf16 scan written as a loop,
     its reference 3.5 times past the band from drift at late steps, let a kernel zero its first eight steps,
     where the reference is exact; a reference that far off leaves the candidate to the element-wise rule)."""
-    if floor_l2 is None or floor_l2 > l2_cap or err_l2 > floor_l2:
+    if floor_l2 is None or not math.isfinite(floor_l2) or floor_l2 > l2_cap or err_l2 > floor_l2:
         return False
     if float(diff.max()) > WORST_MULT * float(floor_elem.max()):
         return False
-    if float(bad.double().mean()) > RESCUE_MAX_FRAC:
+    if float(bad.double().mean()) > RESCUE_MAX_FRAC or float(diff[bad].max()) > RESCUE_ATOL_MULT * atol:
         return False
+    size = magnitude + atol
     return float((diff / size).norm()) <= ELEM_FLOOR_MULT * float((floor_elem / size).norm())
 
 
