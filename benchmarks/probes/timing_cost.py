@@ -9,7 +9,6 @@ Prints one JSON line per run.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
@@ -18,18 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from kernelagent.problem import load_module  # noqa: E402
 from kernelagent.verifier.measure import timing  # noqa: E402
 from kernelagent.verifier.measure.fresh import DrawMode, choose_mode  # noqa: E402
 from kernelagent.verifier.protocol import TimingPlan  # noqa: E402
 from kernelagent.verifier.worker.timed import time_model  # noqa: E402
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _instrumented():
@@ -81,8 +73,8 @@ def run(variant: str, model, problem, plan, mode) -> dict:
 
 
 def main() -> None:
-    problem = _load(ROOT / "problems/bench/softmax_16x16384.py", "p_softmax")
-    cand = _load(ROOT / "examples/softmax/kernel.py", "c_softmax")
+    problem = load_module(ROOT / "problems/bench/softmax_16x16384.py", "p_softmax")
+    cand = load_module(ROOT / "examples/softmax/kernel.py", "c_softmax", "candidate")
     model = cand.ModelNew().cuda()
     eager = problem.Model().cuda()
     plan = TimingPlan.new()

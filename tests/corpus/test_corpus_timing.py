@@ -8,12 +8,12 @@ Header of a file: `# expect: CAT|CAT...` (any of them), `harmless`, or `ok`; `# 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
+from kernelagent.problem import load_module
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.sandbox.pool import WorkerPool
@@ -93,10 +93,7 @@ def _do_bench_fresh(path: Path, shape: tuple[int, int]) -> float:
     import torch
     import triton
 
-    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model = module.ModelNew().cuda()
+    model = load_module(path, f"bench_{path.stem}", "candidate").ModelNew().cuda()
     xs = [torch.randn(*shape, device="cuda") for _ in range(16)]
     state = {"i": 0}
 
@@ -115,7 +112,7 @@ def test_timing_agrees_with_do_bench_on_fresh_inputs(gpu, path: Path):
     are bound by their launches there (ours hides the launch behind a spin, or replays a captured graph)."""
     rep = report(gpu, path)
     ours = rep.metrics["candidate_ms"]
-    shape = tuple(_problem_inputs(problem_of(path))[0].shape)
+    shape = tuple(load_module(problem_of(path), f"problem_{path.stem}").get_inputs()[0].shape)
     with gpu.pool.gpu_quiet():  # no pooled worker starting on the GPU meanwhile
         theirs = _do_bench_fresh(path, shape)
     floor = rep.metrics.get("roofline_floor_ms") or 0.0
@@ -126,12 +123,6 @@ def test_timing_agrees_with_do_bench_on_fresh_inputs(gpu, path: Path):
         return
     assert abs(ours - theirs) / theirs < 0.05, f"{path.stem}: ours {ours:.4f} ms, do_bench {theirs:.4f} ms"
 
-
-def _problem_inputs(path: Path) -> list:
-    spec = importlib.util.spec_from_file_location(f"problem_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_inputs()
 
 
 # Caught before any timing (the correctness trials and probes run on CPU too): new values in the same

@@ -182,7 +182,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
                        "size-relative error within a few times the reference's")
         return res
     if stressed and bool(bad.any()) and not l2_bad and base is not None and _no_worse_than_native(
-            diff, floor_elem, base, err_l2, res.floor_l2, defaults_for(native.dtype)["l2_cap"]):
+            diff, floor_elem, base, err_l2, res.floor_l2, d["l2_cap"]):
         res.message = ("no less accurate than the reference in its own dtype (which errs more in L2 and at as many "
                        "elements): elements outside the tolerance follow the input's conditioning, not the kernel")
         return res

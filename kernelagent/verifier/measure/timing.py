@@ -215,13 +215,17 @@ class _Calls:
         return start, end
 
 
-def _event_samples(calls: _Calls, reps: int, host_s: float | None = None, least: int = 1) -> list[float]:
-    """`reps` timed calls, or fewer (never under `least`) once `host_s` seconds of host time are spent."""
+def _event_samples(calls: _Calls, reps: int, host_s: float | None = None, least: int = 1,
+                   record: bool = True) -> list[float]:
+    """`reps` timed calls (untimed with `record` False: no samples), or fewer (never under `least`) once
+    `host_s` seconds of host time are spent."""
     deadline = None if host_s is None else _perf_counter() + host_s
     pairs = []
-    for _ in range(reps):
-        pairs.append(calls.one())
-        if deadline is not None and len(pairs) >= least and _perf_counter() > deadline:
+    for k in range(reps):
+        pair = calls.one(record)
+        if pair is not None:
+            pairs.append(pair)
+        if deadline is not None and k + 1 >= least and _perf_counter() > deadline:
             break
     _synchronize()
     return [_elapsed(a, b) for a, b in pairs]
@@ -232,12 +236,7 @@ def _warm_up(calls: _Calls, n: int, host_s: float, least: int) -> None:
     spent): they ready caches, clocks and allocator and size the spin of the repetitions. Timed with the spin
     they queued one spin each, sized from the first calls' host time: the GPU then spun longer than the host
     worked, and the 1 MiB softmax's warm-up took 0.27-0.38 s of GPU time for a 0.1 s host limit (H200)."""
-    deadline = _perf_counter() + host_s
-    for k in range(n):
-        calls.one(record=False)
-        if k + 1 >= least and _perf_counter() > deadline:
-            break
-    _synchronize()
+    _event_samples(calls, n, host_s, least, record=False)
 
 
 def host_ratio(work: Workload, calls: int = 20) -> tuple[float, float]:
