@@ -3,13 +3,19 @@
 and the method, under each variant named on the command line (default: all).
 
   python3 benchmarks/probes/timing_cost.py [variant ...]
-variants: current timed_warmup spin_median current+spin_median graph
+variants: current timed_warmup spin_median current+spin_median graph worker
+(`worker`: as the candidate's worker times it, with the op recorder and the launch hook on.)
+With PROFILE=1 each run also prints the 25 functions with the most host time of their own (cProfile).
 Prints one JSON line per run.
 """
 
 from __future__ import annotations
 
+import cProfile
+import io
 import json
+import os
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -22,6 +28,8 @@ from kernelagent.verifier.measure import timing  # noqa: E402
 from kernelagent.verifier.measure.fresh import DrawMode, choose_mode  # noqa: E402
 from kernelagent.verifier.protocol import TimingPlan  # noqa: E402
 from kernelagent.verifier.worker.timed import time_model  # noqa: E402
+
+_HOOKED: list[bool] = []
 
 
 def _instrumented():
@@ -57,9 +65,21 @@ def run(variant: str, model, problem, plan, mode) -> dict:
             ms = min(timing.SPIN_MAX_MS, max(timing.SPIN_FLOOR_MS, timing.SPIN_MARGIN * mid))
             self.cycles = int(ms * self.cycles_per_ms())
         timing._Spin.size = median_size
+    recorder = None
+    if variant == "worker":
+        from kernelagent.verifier.worker.integrity import LaunchCounter, OpRecorder
+        recorder = OpRecorder
+        if not _HOOKED:
+            LaunchCounter().install_triton(False)  # it stays for the runs after
+            _HOOKED.append(True)
+    prof = cProfile.Profile() if os.environ.get("PROFILE") == "1" else None
     t = time.perf_counter()
+    if prof is not None:
+        prof.enable()
     res, _ = time_model(model, problem.get_inputs, template, plan, mode, "cuda", False, fingerprints=True,
-                        use_graph=use_graph)
+                        use_graph=use_graph, recorder=recorder)
+    if prof is not None:
+        prof.disable()
     wall = time.perf_counter() - t
     undo()
     timing._Spin.size, timing._warm_up = size, warm
@@ -69,7 +89,13 @@ def run(variant: str, model, problem, plan, mode) -> dict:
             "host_ms_per_call": {"median": hs[len(hs) // 2] if hs else None, "max": hs[-1] if hs else None,
                                  "first5": [round(x, 3) for x in seen["host_ms"][:5]]},
             "recent_P_ms": seen.get("recent_P_ms"), "spin_ms_seen": sorted({round(x, 3) for x in seen["spin_ms"]})[:12],
-            "launch_host_ms": res.launch_host_ms}
+            "launch_host_ms": res.launch_host_ms, "profile": _top(prof) if prof is not None else None}
+
+
+def _top(prof: cProfile.Profile, n: int = 25) -> list[str]:
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(n)
+    return [line.strip() for line in out.getvalue().splitlines() if line.strip()][-n:]
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from kernelagent.verifier.audit.answers import constants, trivial_answers
 from kernelagent.verifier.audit.compare import Reference, passes, rel_l2
 from kernelagent.verifier.audit.errors import OutOfMemory, problem_code
 from kernelagent.verifier.audit.settings import AuditSettings
+from kernelagent.verifier.rng import seed_all
 
 MIN_VARIATION = 1e-3   # relative L2 change of the output between input draws below which it is "constant"
 FORWARD_SEED = 4321    # the RNG state every forward starts from (dropout draws the same mask for each draw)
@@ -70,7 +71,7 @@ class Auditor:
 
     # -- running the problem -----------------------------------------------------------------------
     def build(self, seed: int) -> torch.nn.Module:
-        torch.manual_seed(seed)
+        seed_all(seed)
 
         def make() -> torch.nn.Module:
             with torch.device(self.device):
@@ -78,7 +79,7 @@ class Auditor:
         return problem_code("Model(*get_init_inputs())", make, self.path)
 
     def draw(self, s: int, k: int) -> list[Any]:
-        torch.manual_seed(self.s.seed + 101 * (k + 1))
+        seed_all(self.s.seed + 101 * (k + 1))
 
         def one_set() -> list[Any]:
             # only the function that makes set `s` runs (the sets' form was checked when sizing)
@@ -90,7 +91,7 @@ class Auditor:
 
     def forward(self, model: torch.nn.Module, inputs: list[Any]) -> list[Any]:
         ins = tensorio.clone_leaves(inputs)
-        torch.manual_seed(FORWARD_SEED)
+        seed_all(FORWARD_SEED)
 
         def run() -> Any:
             with torch.no_grad():

@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from kernelagent.problem import LoadedProblem
 from kernelagent.verifier.audit.errors import problem_code
 from kernelagent.verifier.estimate import Bytes, Sizes
+from kernelagent.verifier.rng import seed_all
 
 # what running a problem on meta may raise (reading values, naming a device, ops without meta kernels): the
 # size then comes from the CPU or a guess; failures on the CPU are the problem's own (ProblemError)
@@ -88,14 +89,14 @@ class LivePeak(TorchDispatchMode):
 def size_problem(problem: LoadedProblem, seed: int = 0) -> tuple[Sizes, list[Any]]:
     """The problem's Sizes (largest input set) and the input sets drawn on meta (or the CPU), for the
     audit to count them. Problem errors (ProblemError) propagate: the file is at fault."""
-    torch.manual_seed(seed)
+    seed_all(seed)
     source = "meta"
     try:
         with torch.device("meta"):
             sets = problem.input_sets()
         sets = [[_to_meta(x) for x in s] for s in sets]
     except META_ERRORS:  # get_inputs() reads values or names a device: draw on the CPU
-        torch.manual_seed(seed)
+        seed_all(seed)
         sets = problem.input_sets()
         sets = [[_to_meta(x) for x in s] for s in sets]
         source = "cpu"

@@ -19,7 +19,6 @@ call covers.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from kernelagent.verifier.protocol import TimingPlan
+from kernelagent.verifier.rng import seed_all, seed_from_os
 from kernelagent.verifier.tensorio import as_real
 
 POOL_SIZE = 8
@@ -38,7 +38,6 @@ FRESH_FROM = 8              # ... from this call on (the first calls warm the po
 _CHUNK = 1 << 20            # elements reduced at once by a fingerprint (k x 8 MiB of float64)
 
 _perf = time.perf_counter
-_manual_seed = torch.manual_seed
 
 
 class DrawError(ValueError):
@@ -75,13 +74,13 @@ class DrawMode:
 
 def draw_inputs(get_inputs: Callable[[], Any], seed: int, device: str) -> list[Any]:
     """The problem's main input set under `seed`, on `device`; the global RNG is left at a random state."""
-    _manual_seed(seed)
+    seed_all(seed)
     try:
         with torch.device(device):
             values = list(get_inputs())
     except Exception as e:  # noqa: BLE001 - the problem's own code failed on a new seed
         raise DrawError(f"get_inputs() raised on a fresh draw: {type(e).__name__}: {str(e)[:200]}") from e
-    _manual_seed(int.from_bytes(os.urandom(7), "little"))  # the candidate must not learn `seed` from the RNG
+    seed_from_os()  # the candidate must not learn `seed` from the RNG
     return [pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, x) for x in values]
 
 

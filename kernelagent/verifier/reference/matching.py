@@ -16,6 +16,7 @@ from kernelagent.problem import ProblemError, load_problem
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.judge.compare import compare_outputs
 from kernelagent.verifier.protocol import MatchRequest
+from kernelagent.verifier.rng import seed_all
 
 
 def _smallest_set(problem: Any, device: str, cap: int) -> list[Any]:
@@ -48,7 +49,7 @@ def _build(cls: type, args: list[Any], device: str) -> torch.nn.Module | None:
 
 
 def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> tuple[bool, str]:
-    torch.manual_seed(seed)
+    seed_all(seed)
     init = problem.init_inputs()
     user = _build(problem.model_cls, init, device)
     if user is None:
@@ -59,7 +60,7 @@ def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> 
     if ref is None or not _copy_params(user, ref):
         return False, "constructor or parameters do not fit"
     for draw in range(2):
-        torch.manual_seed(seed + 17 * (draw + 1))
+        seed_all(seed + 17 * (draw + 1))
         inputs = _smallest_set(problem, device, cap)
         try:
             with torch.no_grad():

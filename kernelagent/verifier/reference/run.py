@@ -20,6 +20,7 @@ from kernelagent.problem import LoadedProblem, load_problem, problem_error
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.measure.roofline import count_work
 from kernelagent.verifier.protocol import ReferenceRequest
+from kernelagent.verifier.rng import seed_all
 from kernelagent.verifier.tensorio import grads_dict
 from kernelagent.verifier.worker.integrity import OpRecorder
 
@@ -134,13 +135,13 @@ class ReferenceRunner:
 
     # -- building blocks -------------------------------------------------------------------------
     def build_model(self, init_inputs: list[Any]) -> torch.nn.Module:
-        torch.manual_seed(self.secret + 1)
+        seed_all(self.secret + 1)
         with torch.device(self.device):
             model = self.problem.model_cls(*init_inputs)
         return model.to(self.device)
 
     def input_sets(self, k: int) -> list[list[Any]]:
-        torch.manual_seed(self.secret + 101 * (k + 1))
+        seed_all(self.secret + 101 * (k + 1))
         with torch.device(self.device):
             sets = self.problem.input_sets()
         return [tensorio.move(s, self.device) for s in sets]
@@ -194,7 +195,7 @@ class ReferenceRunner:
 
     # -- the pack ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        torch.manual_seed(self.secret)
+        seed_all(self.secret)
         init_inputs = self.problem.init_inputs()
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -248,7 +249,7 @@ class ReferenceRunner:
         first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0), None)
         if first is None:
             return None
-        torch.manual_seed(self.secret + 101)
+        seed_all(self.secret + 101)
         with torch.device(self.device):
             base = tensorio.move(self.problem.input_sets()[first["set"]], self.device)
         if not _float_tensors(base):

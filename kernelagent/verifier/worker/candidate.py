@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
 import traceback
@@ -20,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.random import manual_seed as _manual_seed
 from torch.utils import _pytree as pytree
 
 from kernelagent.problem import ProblemError, load_module, load_problem
 from kernelagent.verifier import protocol as P
 from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
+from kernelagent.verifier.rng import seed_from_os
 from kernelagent.verifier.tensorio import grads_dict
 from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds
 from kernelagent.verifier.worker.errors import classify_exception
@@ -150,7 +149,7 @@ class CandidateRunner:
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             raise CandidateFailure("load_error", "ModelNew is not an nn.Module subclass")
         # a seed from the OS: nothing the constructor can see derives from the trials' secret
-        _manual_seed(int.from_bytes(os.urandom(7), "little"))
+        seed_from_os()
         try:
             with torch.device(self.device), guard.hidden_modules():
                 self.model = cls(*self.init_inputs).to(self.device)
