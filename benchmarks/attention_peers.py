@@ -19,6 +19,7 @@ Run (H200):  source .carry/setup.sh && python3 benchmarks/attention_peers.py --o
              -> $OUT/attention_peers.{json,png}
              ... --quick (headline shape only) | --tune (every autotune config of ours, headline shape)
 Run (here):  python3 benchmarks/attention_peers.py --plot RESULTS.json           redraws the PNG
+             python3 benchmarks/attention_peers.py --cards RESULTS.json          fills the card's Measured block
 """
 
 from __future__ import annotations
@@ -282,6 +283,79 @@ def tune(args: argparse.Namespace) -> None:
             print(json.dumps({"causal": causal, "kernel": kernel.base_fn.__name__, "best_first": timings}), flush=True)
 
 
+# ------------------------------------------------------------------------------------------ cards
+
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+OURS = ("triton", "cute")
+CARD = ROOT / "kernelagent" / "kernels" / "attention"
+_MODES = {"fwd": "forward", "fwd+bwd": "forward+backward"}
+
+
+def card_rows(data: dict, family: str, source: str) -> list[dict]:
+    """The card's `measured` rows: the headline shape, causal and not, forward and forward+backward, our
+    backends and every peer of the same run (TFLOP/s and ms), with the issue's targets."""
+    if family != "attention":
+        return []
+    env, out = data["environment"], []
+    for causal in (False, True):
+        for mode in ("fwd", "fwd+bwd"):
+            got = {r["impl"]: r for r in data["rows"] if "tflops" in r and r["causal"] == causal
+                   and r["mode"] == mode and (r["b"], r["s"], r["h"], r["d"]) == HEADLINE}
+            if not any(n in got for n in OURS):
+                continue
+            key = f"{mode} causal" if causal else mode
+            out.append({"date": env["date"], "gpu": env["gpu"], "torch": env["torch"], "triton": env["triton"],
+                        "cutlass_dsl": env.get("cutlass_dsl"), "shape": "q, k, v (2, 8192, 16, 128) bf16, (B, S, H, D)",
+                        "causal": causal, "mode": _MODES[mode],
+                        "tflops": {n: round(got[n]["tflops"], 1) for n in OURS if n in got},
+                        "median_ms": {n: round(got[n]["median_ms"], 4) for n in OURS if n in got},
+                        "peers_tflops": {n: round(r["tflops"], 1) for n, r in got.items() if n not in OURS},
+                        "peers_ms": {n: round(r["median_ms"], 4) for n, r in got.items() if n not in OURS},
+                        "targets_tflops": {n: TARGETS[n].get(key) for n in OURS},
+                        "method": data["method"], "source": source})
+    return out
+
+
+def card_markdown(rows: list[dict]) -> str:
+    """The card.md block for those rows: one table in TFLOP/s, ours against the same run's peers."""
+    peers = [n for n in IMPLS if n not in OURS and any(n in r["peers_tflops"] for r in rows)]
+    names = {"triton": "Triton", "cute": "CuTe DSL", "fa4": "FA4", "cudnn": "cuDNN", "sdpa-flash": "SDPA flash",
+             "tutorial": "Triton tutorial"}
+    lines = [BEGIN, "## Measured", "",
+             f"TFLOP/s on {rows[0]['shape']} (target in brackets where the issue sets one):", "",
+             "| | " + " | ".join(names[n] for n in (*OURS, *peers)) + " |", "|---" * (1 + len(OURS) + len(peers)) + "|"]
+    for r in rows:
+        cells = []
+        for n in OURS:
+            t, goal = r["tflops"].get(n), r["targets_tflops"].get(n)
+            cells.append("—" if t is None else f"**{t:.0f}**" + (f" ({goal})" if goal else ""))
+        cells += ["—" if n not in r["peers_tflops"] else f"{r['peers_tflops'][n]:.0f}" for n in peers]
+        lines.append(f"| {r['mode']}{', causal' if r['causal'] else ''} | " + " | ".join(cells) + " |")
+    r0 = rows[0]
+    lines += ["", f"{r0['gpu']}, {r0['date']}, torch {r0['torch']}, triton {r0['triton']}, nvidia-cutlass-dsl "
+              f"{r0['cutlass_dsl']}; {r0['method']}; FLOPs as FlashAttention counts them (forward 4·B·H·S²·D, "
+              "halved when causal; forward+backward 3.5× the forward). Source: "
+              f"`{r0['source']}` (written by `benchmarks/attention_peers.py`, with the sweep over sequence "
+              f"lengths and head dims and its plot `{Path(r0['source']).with_suffix('.png')}`).", END]
+    return "\n".join(lines)
+
+
+def update_card(path: Path) -> list[str]:
+    """Copy a results file's headline figures into the attention card (card.json `measured`, card.md block)."""
+    data = json.loads(path.read_text())
+    rows = card_rows(data, "attention", str(path.resolve().relative_to(ROOT)))
+    if not rows:
+        return []
+    card = json.loads((CARD / "card.json").read_text())
+    card["measured"] = rows
+    (CARD / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    text = (CARD / "card.md").read_text()
+    head, tail = (text[:text.index(BEGIN)], text[text.index(END) + len(END):]) if BEGIN in text else (text, "")
+    tail = "\n" + tail.lstrip("\n") if tail.strip() else ""
+    (CARD / "card.md").write_text(head.rstrip() + "\n\n" + card_markdown(rows) + "\n" + tail)
+    return ["attention"]
+
+
 # ------------------------------------------------------------------------------------------ plot
 
 
@@ -338,10 +412,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=270.0, help="seconds after which no new shape starts")
     p.add_argument("--tune", action="store_true", help="time every autotune config of ours (headline shape)")
     p.add_argument("--plot", type=Path, help="redraw the PNG of a results file (no GPU needed)")
+    p.add_argument("--cards", type=Path, help="copy a results file's figures into the card (no GPU needed)")
     p.add_argument("--out-dir", "--out", default="", help="folder for the JSON and PNG (default: $OUT, or "
                    "benchmarks/results)")
     args = p.parse_args(argv)
-    if args.plot:
+    if args.cards:
+        print(update_card(args.cards))
+    elif args.plot:
         print(plot(json.loads(args.plot.read_text()), args.plot.with_suffix(".png")))
     elif args.tune:
         tune(args)

@@ -13,7 +13,7 @@ from kernelagent.kernels import LibraryError, get_entry, list_entries
 ROOT = Path(__file__).resolve().parents[2]
 
 FAMILIES = {"softmax": "softmax", "log_softmax": "log_softmax", "rms_norm": "rms_norm", "layer_norm": "layer_norm",
-            "cross_entropy": "cross_entropy", "linear_cross_entropy": "linear_cross_entropy"}
+            "cross_entropy": "cross_entropy", "linear_cross_entropy": "linear_cross_entropy", "attention": "attention"}
 ROWWISE = ("softmax", "log_softmax", "rms_norm", "layer_norm")
 CARD_KEYS = {"name", "family", "summary", "backends", "signature", "verified", "dtypes", "notes"}
 ROWWISE_KEYS = CARD_KEYS | {"backward", "shapes_verified", "tolerance", "ops", "limits", "tuning"}
@@ -44,6 +44,9 @@ def _card_rows(data: dict, name: str, source: str) -> list[dict]:
     if data.get("benchmark") == "rowwise_peers":
         from benchmarks.rowwise_peers import card_rows
         return card_rows(data, name, source)
+    if data.get("benchmark") == "attention_peers":
+        from benchmarks.attention_peers import card_rows as attention_rows
+        return attention_rows(data, name, source)
     if data.get("benchmark") == "losses_peers":
         from benchmarks.losses_peers import card_rows as loss_rows
         return loss_rows(data, name, source)
@@ -64,7 +67,10 @@ def test_measured_figures_come_from_their_results_file(name):
         data = json.loads(src.read_text())
         assert row in _card_rows(data, name, row["source"])
         assert row["gpu"] and row["peers_ms"]
-    if measured and "losses_peers" in measured[0]["source"]:
+    if measured and "attention_peers" in measured[0]["source"]:
+        from benchmarks.attention_peers import card_markdown as attention_markdown
+        assert attention_markdown(measured) in (entry.path / "card.md").read_text()
+    elif measured and "losses_peers" in measured[0]["source"]:
         from benchmarks.losses_peers import card_markdown as loss_markdown
         assert loss_markdown(measured) in (entry.path / "card.md").read_text()
     elif measured and "rowwise_peers" not in measured[0]["source"]:
