@@ -324,8 +324,11 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     """Time launch-table alternatives of the Triton kernels (softmax, rms_norm, layer_norm; forward and
     backward) at a fixed 2**27 elements per width; print the best per width, to paste into the tables.
     The norms' backward also tries the split and looped paths (attributes: see _norm_bwd_variants).
-    --only picks families, --widths row lengths, --tune-mode forward or backward."""
-    from benchmarks.common import write_result
+    --only picks families, --widths row lengths, --tune-mode forward or backward. Beside the best, the same
+    run times the launch tables as they stand and torch.compile of the eager op (same method)."""
+    import torch
+
+    from benchmarks.common import METHOD, write_result
 
     families = [f for f in TUNE_FAMILIES if not args.only or f in args.only.split(",")]
     widths = tuple(int(w) for w in args.widths.split(",")) if args.widths else TUNE_WIDTHS
@@ -337,6 +340,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     for family in families:
         mod = importlib.import_module(f"kernelagent.kernels.{family}.triton")
         fn = _ours("triton")[family]
+        compiled = torch.compile(_eager()[family], dynamic=False)
         for n in widths:
             block = 1 << (n - 1).bit_length()
             sets = [make_inputs(family, SWEEP_ELEMENTS // n, n) for _ in range(2)]
@@ -354,14 +358,20 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
                     ms = _time_variant(mod, attrs, fn, sets, mode)
                     if ms is not None and (best is None or ms < best[1]):
                         best = (attrs, ms)
-                if best is not None:
-                    units = UNITS[family][0 if mode == "forward" else 1]
-                    best = (*best, units * SWEEP_ELEMENTS * 2 / (best[1] * 1e-3) / 1e12)  # TB/s
-                out[mode].setdefault(family, {})[n] = best
-                print(family, mode, n, best, flush=True)
+                units = UNITS[family][0 if mode == "forward" else 1]
+                def tbps(ms: float | None, units: int = units) -> float | None:
+                    return None if ms is None else units * SWEEP_ELEMENTS * 2 / (ms * 1e-3) / 1e12
+                row = {"best": None if best is None else (*best, tbps(best[1])),
+                       "current_ms": _time_variant(mod, {}, fn, sets, mode),
+                       "compile_ms": _time_variant(mod, {}, compiled, sets, mode) if mode == "forward" else None}
+                row.update(current_tbps=tbps(row["current_ms"]), compile_tbps=tbps(row["compile_ms"]))
+                out[mode].setdefault(family, {})[n] = row
+                print(family, mode, n, json.dumps(row, default=str), flush=True)
             del sets
-    write_result("rowwise_tuning", {"tuning": out, "note": "best per width: (module attributes set, ms, TB/s); "
-                                    "table entries (padded width, rows, num_warps[, per SM])"})
+    write_result("rowwise_tuning", {"tuning": out, "elements": SWEEP_ELEMENTS, "method": METHOD,
+                                    "note": "per width: best = (module attributes set, ms, TB/s), table entries "
+                                    "(padded width, rows, num_warps[, per SM]); current = the launch tables as "
+                                    "committed; compile = torch.compile of the eager op (forward only)"})
     return out
 
 

@@ -25,8 +25,11 @@ import triton.language as tl
 
 # ---------------------------------------------------------------------------------- launch tables
 # Forward (widest padded row, rows per program, num_warps): rows up to 16384 in registers (measured
-# on an H200 beside 32768, which spilled with the weight held too); multi-row entries untuned.
-FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 8, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
+# on an H200 beside 32768, which spilled with the weight held too). 1024 and 4096 from
+# `rowwise_peers.py --tune` (benchmarks/results/2026-12-02-h200/rowwise_tuning.json: 4 % and 3 % faster
+# than the entries before, (1024, 8, 4) and (4096, 2, 8)); 8192 and 16384 were within 1 % of the best there;
+# 64 to 2048 untuned.
+FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 2, 4), (2048, 4, 8), (4096, 4, 16), (8192, 1, 16),
              (16384, 1, 16))
 LOOP_FWD = (4096, 8)  # (column block, num_warps)
 # Backward (widest padded row, rows per tile, num_warps, programs per SM). A program holds the tile
