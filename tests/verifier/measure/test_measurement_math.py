@@ -178,6 +178,26 @@ def test_large_elements_do_not_pay_for_wrong_small_ones(dtype):
     assert not res.ok and 0 < res.frac_bad < 0.01
 
 
+@pytest.mark.parametrize("below", [0.25, 0.1])
+def test_small_elements_of_a_heavy_tailed_output_are_judged_by_their_own_size(monkeypatch, below):
+    """Red-team review 8's other construction: on bf16 exp(x @ W) the element bound's absolute term (atol times
+    the leaf's RMS, 55 here) covers every output under 0.25 whole, so zeroing them (a quarter of the tensor;
+    under 0.1, an eighth) passed the element rule and the L2 band. The size-relative RMS check refuses both
+    (with it off, the rest of the judge passes them)."""
+    from kernelagent.verifier.judge import compare as C
+
+    truth, native, honest = _exp_of_matmul(torch.bfloat16)
+    flushed = honest.clone()
+    flushed[truth < below] = 0
+    assert float((truth < below).double().mean()) > 0.1
+    monkeypatch.setattr(C, "SIZE_REL_DTYPES", ())
+    assert compare_leaf("y", flushed, native, truth, None).ok
+    monkeypatch.undo()
+    res = compare_leaf("y", flushed, native, truth, None)
+    assert not res.ok and res.kind == "mismatch" and "relative to each element's size" in res.message
+    assert compare_leaf("y", honest, native, truth, None).ok
+
+
 def _scan(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     h, out = torch.zeros_like(x[:, 0]), []
     for step in range(x.shape[1]):
