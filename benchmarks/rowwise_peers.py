@@ -290,6 +290,7 @@ SPLIT_GRID = ((2048, 1, 8, 2), (2048, 2, 8, 1), (2048, 2, 16, 1), (1024, 1, 4, 4
               (1024, 2, 4, 3), (4096, 1, 16, 1), (4096, 2, 16, 1), (4096, 1, 8, 1))
 DOT_GRID = ((2048, 8), (1024, 4), (2048, 4), (4096, 8))
 LOOP_GRID = ((4096, 8, 1), (8192, 16, 1), (4096, 8, 2), (2048, 4, 4))
+LOOP_FWD_GRID = ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8), (4096, 16))  # (column block, num_warps)
 
 
 def _norm_bwd_variants(block: int) -> list[dict[str, Any]]:
@@ -347,6 +348,8 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             for mode in modes:
                 if mode == "forward":
                     variants = [{"FWD_TABLE": ((block, *cfg),)} for cfg in fwd_grid if cfg[0] * block <= 65536]
+                    if family != "softmax" and block >= 2048:  # the norms' looped two-pass kernel (L2 re-read)
+                        variants += [{"FWD_TABLE": (), "LOOP_FWD": cfg} for cfg in LOOP_FWD_GRID if cfg[0] < block]
                 elif family == "softmax":
                     variants = [{"BWD_TABLE": ((block, *cfg),)} for cfg in bwd_grid if cfg[0] * block <= 65536]
                 else:

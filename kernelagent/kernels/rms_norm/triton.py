@@ -24,14 +24,15 @@ import triton
 import triton.language as tl
 
 # ---------------------------------------------------------------------------------- launch tables
-# Forward (widest padded row, rows per program, num_warps): rows up to 16384 in registers (measured
-# on an H200 beside 32768, which spilled with the weight held too). 1024 and 4096 from
-# `rowwise_peers.py --tune` (benchmarks/results/2026-12-02-h200/rowwise_tuning.json: 4 % and 3 % faster
-# than the entries before, (1024, 8, 4) and (4096, 2, 8)); 8192 and 16384 were within 1 % of the best there;
-# 64 to 2048 untuned.
-FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 2, 4), (2048, 4, 8), (4096, 4, 16), (8192, 1, 16),
-             (16384, 1, 16))
-LOOP_FWD = (4096, 8)  # (column block, num_warps)
+# Forward (widest padded row, rows per program, num_warps): rows up to 4096 in registers; wider rows
+# take the looped two-pass kernel (sum of squares, then the row again from L2, last block first), as
+# torch.compile's generated kernel does: at 8192 and 16384 columns 6 % and 5 % faster than the row in
+# registers (16 warps), 4.08 and 4.03 TB/s against torch.compile's 4.17 and 4.00 in the same run
+# (`rowwise_peers.py --tune`, benchmarks/results/2026-12-02-h200/rowwise_tuning_loop.json). 1024 and 4096
+# from the same tune (rowwise_tuning.json: 4 % and 3 % faster than (1024, 8, 4) and (4096, 2, 8) before);
+# 64 to 2048 untuned; LOOP_FWD's 16 warps untuned past 16384 (8 before).
+FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 2, 4), (2048, 4, 8), (4096, 4, 16))
+LOOP_FWD = (4096, 16)  # (column block, num_warps)
 # Backward (widest padded row, rows per tile, num_warps, programs per SM). A program holds the tile
 # of x and dy twice (the next tile is loaded while this one is reduced): about 64 fp32 values a
 # thread at most; 8192 with 16 warps and one program per SM measured best of 1/2/4 on an H200.
@@ -95,7 +96,7 @@ def _rms_fwd_looped_kernel(x_ptr, r_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, 
     sq = tl.zeros([BLOCK], tl.float32)
     for start in range(0, n_cols, BLOCK):
         mask = start + cols < n_cols
-        x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0)
+        x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         if HAS_RES:
             r = tl.load(r_ptr + row * r_stride + start + cols, mask=mask, other=0.0)
             x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)
