@@ -88,7 +88,8 @@ DESCRIPTIONS: dict[str, str] = {
     "monkey_patch": "assigning/setattr/delattr on outside modules and objects, hooks, torch.library code for "
                     "PyTorch's own operators, global PyTorch settings (seeds, default dtype, TF32, allocator)",
     "try_around_kernel": "try/except (not re-raising) or contextlib.suppress around the kernel path in forward",
-    "stream_creation": "creating, switching or capturing CUDA streams or graphs (torch.cuda.Stream/stream/graph, "
+    "stream_creation": "creating, switching or capturing CUDA streams or graphs, or asking whether a capture is under "
+                       "way (torch.cuda.Stream/stream/graph/is_current_stream_capturing, "
                        "cuStreamCreate, raw CUstream handles); anything of the CUDA driver or runtime bindings "
                        "(cuda-python, cutlass.cuda) but the CUstream type and the result codes",
     "forbidden_import": "an import outside the allowed list (named in the message); unlisted os functions; "
@@ -283,6 +284,10 @@ STREAM_CALLS = frozenset({
     "cuda.bindings.runtime.cudaStreamCreateWithPriority", "cuda.bindings.runtime.cudaStreamBeginCapture",
     "cuda.cuda.cuStreamCreate", "cuda.cudart.cudaStreamCreate", "cutlass.torch.default_stream",
     "torch.mtia.Stream", "torch.cuda.streams.Event.__new__", "torch.cuda.Stream.__new__",
+    # asking whether a graph is being captured: the verifier captures small kernels for timing, and a kernel
+    # that answers differently then has replays that launch nothing (tests/corpus/wrong/timing/capture_skip.py)
+    "torch.cuda.is_current_stream_capturing", "torch.cuda.graphs.is_current_stream_capturing",
+    "torch.accelerator.is_current_stream_capturing",
 })
 CUSTREAM_TYPES = frozenset({"cuda.bindings.driver.CUstream", "cuda.cuda.CUstream", "cuda.CUstream"})
 
@@ -465,7 +470,7 @@ TORCH_ALLOWED_CALLS: dict[str, bool] = {
     ).split()},
     **{f"torch.cuda.{n}": False for n in (
         "current_stream current_device get_device_properties get_device_capability get_device_name "
-        "device device_of is_available device_count synchronize is_current_stream_capturing "
+        "device device_of is_available device_count synchronize "
         "nvtx.range_push nvtx.range_pop nvtx.range nvtx.mark mem_get_info get_arch_list is_bf16_supported "
         "is_initialized Event"
     ).split()},
