@@ -342,6 +342,8 @@ def card_markdown(rows: list[dict]) -> str:
 
 def update_card(path: Path) -> list[str]:
     """Copy a results file's headline figures into the attention card (card.json `measured`, card.md block)."""
+    if not path.resolve().is_relative_to(ROOT / "benchmarks" / "results"):
+        raise SystemExit(f"{path}: copy the results file under benchmarks/results/ first (cards cite it there)")
     data = json.loads(path.read_text())
     rows = card_rows(data, "attention", str(path.resolve().relative_to(ROOT)))
     if not rows:

@@ -18,7 +18,8 @@ OPS = {"rms_norm": lambda x, w, b: F.rms_norm(x, x.shape[-1:], w, 1e-6),
 
 def main() -> None:
     op = sys.argv[1] if len(sys.argv) > 1 else "rms_norm"
-    rows, cols = (int(a) for a in (sys.argv[2:4] or ["16384", "8192"]))
+    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
+    cols = int(sys.argv[3]) if len(sys.argv) > 3 else 8192
     x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(cols, device="cuda", dtype=torch.bfloat16)

@@ -5,7 +5,8 @@ one not initialised it queues the call with a formatted stack trace. That costs 
 seed, and a timed call draws new inputs under a new seed every time: on a small kernel it was most of
 the host time of the timing stage (H200, 2026-12-02: 2.2 of 3.6 ms per call). Only the CPU and CUDA
 generators matter here; they end in the same states as under `torch.manual_seed`, so the values drawn
-are the same.
+are the same. (Before CUDA is initialised torch still queues the CUDA seeding with a stack trace, once per
+seed; every worker initialises CUDA before it draws.)
 
 Captured at import, before any candidate code runs in the process.
 """

@@ -359,6 +359,8 @@ INTROSPECTION_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__
 ATTR_RULES: dict[str, str] = {
     "load_library": "ctypes",
     "__annotations__": "eval_exec",  # its keys become source text in the code dataclasses generates and runs
+    # a stream asked whether it is being captured (torch.Stream.is_capturing, newer torch): see STREAM_CALLS
+    "is_capturing": "stream_creation", "is_current_stream_capturing": "stream_creation",
     **{n: "file_io" for n in (
         "from_file fromfile tofile export_chrome_trace export_stacks export_memory_timeline debug_dump to_folder "
         "share_memory share_memory_ _share_fd_cpu_ _share_filename_cpu_ _new_shared _new_shared_fd_cpu "

@@ -374,3 +374,24 @@ def test_skipping_the_smallest_rows_of_a_row_scaled_output_is_caught():
     skipped = honest.clone()
     skipped[scales.flatten().argsort()[: 256 * 3 // 10]] = 0
     assert not compare_leaf("y", skipped, native, truth, None).ok
+
+
+def test_a_nan_of_the_reference_in_its_dtype_does_not_sink_an_exact_kernel():
+    """Review of 2026-12-02: one NaN in the bf16 reference (truth finite) made the size-relative bound NaN and
+    rejected even the exact answer; an Inf switched the bound off. The bound comes from the finite elements."""
+    truth = torch.randn(64, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for bad in (float("nan"), float("inf")):
+        native = truth.bfloat16()
+        native[0, 0] = bad
+        assert compare_leaf("y", truth.bfloat16(), native, truth, None).ok
+        zeroed = truth.bfloat16()
+        zeroed[truth.abs() < 0.5] = 0
+        assert not compare_leaf("y", zeroed, native, truth, None).ok
+
+
+def test_the_size_relative_failure_shows_the_element_worst_off_for_its_size():
+    truth, native, honest = _exp_of_matmul(torch.bfloat16)
+    flushed = honest.clone()
+    flushed[truth < 0.25] = 0
+    res = compare_leaf("y", flushed, native, truth, None)
+    assert not res.ok and float(truth[tuple(res.worst_index)]) < 0.25
