@@ -56,3 +56,20 @@ def test_seed_all_seeds_cuda_as_torch_manual_seed():
     want = torch.randn(16, device="cuda")
     rng.seed_all(3)
     assert torch.equal(want, torch.randn(16, device="cuda"))
+
+
+def test_the_verifier_seeds_only_through_rng():
+    """One place for seeding: a `torch.manual_seed` call anywhere in the verifier brings back its cost (a
+    stack trace per uninitialised backend on every draw) and a second way of seeding that could drift."""
+    import ast
+    from pathlib import Path
+
+    root = Path(rng.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            # torch.Generator(...).manual_seed(...) seeds a generator of its own: fine anywhere
+            if isinstance(node, ast.Attribute) and node.attr in ("manual_seed", "manual_seed_all") \
+                    and not isinstance(node.value, ast.Call) and ast.unparse(node).startswith("torch."):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found and all(f.startswith("rng.py:") for f in found), found
