@@ -285,7 +285,6 @@ def tune(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------------------------ cards
 
-BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 OURS = ("triton", "cute")
 CARD = ROOT / "kernelagent" / "kernels" / "attention"
 _MODES = {"fwd": "forward", "fwd+bwd": "forward+backward"}
@@ -321,6 +320,8 @@ def card_markdown(rows: list[dict]) -> str:
     peers = [n for n in IMPLS if n not in OURS and any(n in r["peers_tflops"] for r in rows)]
     names = {"triton": "Triton", "cute": "CuTe DSL", "fa4": "FA4", "cudnn": "cuDNN", "sdpa-flash": "SDPA flash",
              "tutorial": "Triton tutorial"}
+    from benchmarks.common import BEGIN, END
+
     lines = [BEGIN, "## Measured", "",
              f"TFLOP/s on {rows[0]['shape']} (target in brackets where the issue sets one):", "",
              "| | " + " | ".join(names[n] for n in (*OURS, *peers)) + " |", "|---" * (1 + len(OURS) + len(peers)) + "|"]
@@ -348,13 +349,9 @@ def update_card(path: Path) -> list[str]:
     rows = card_rows(data, "attention", str(path.resolve().relative_to(ROOT)))
     if not rows:
         return []
-    card = json.loads((CARD / "card.json").read_text())
-    card["measured"] = rows
-    (CARD / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
-    text = (CARD / "card.md").read_text()
-    head, tail = (text[:text.index(BEGIN)], text[text.index(END) + len(END):]) if BEGIN in text else (text, "")
-    tail = "\n" + tail.lstrip("\n") if tail.strip() else ""
-    (CARD / "card.md").write_text(head.rstrip() + "\n\n" + card_markdown(rows) + "\n" + tail)
+    from benchmarks.common import write_measured
+
+    write_measured(CARD, rows, card_markdown(rows))
     return ["attention"]
 
 

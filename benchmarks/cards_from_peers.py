@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: the package and benchmarks.common from the checkout
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import BEGIN, END, write_measured  # noqa: E402
+
 KERNELS = ROOT / "kernelagent" / "kernels"
 SHAPES = {"softmax": "x [32768, 8192] bf16", "rms_norm": "x [32768, 8192] bf16, weight [8192]",
           "cross_entropy": "logits [8192, 128256] bf16, int64 targets, mean"}
-BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 
 
 def rows_for(data: dict[str, Any], op: str, source: str) -> list[dict[str, Any]]:
@@ -59,14 +63,7 @@ def update(path: Path) -> list[str]:
         rows = rows_for(data, op, source)
         if not rows:
             continue
-        card = json.loads(card_json.read_text())
-        card["measured"] = rows
-        card_json.write_text(json.dumps(card, indent=2) + "\n")
-        md = card_json.with_name("card.md")
-        text = md.read_text()
-        if BEGIN in text:
-            text = text[:text.index(BEGIN)].rstrip() + "\n"
-        md.write_text(text.rstrip() + "\n\n" + markdown(rows) + "\n")
+        write_measured(card_json.parent, rows, markdown(rows))
         done.append(op)
     return done
 

@@ -27,6 +27,21 @@ def environment() -> dict[str, Any]:
             "liger_kernel": ver("liger-kernel"), "quack": ver("quack-kernels"), "cuda": torch.version.cuda}
 
 
+# A card's generated block in card.md; what stands before and after it is the card's own text.
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+
+
+def write_measured(folder: Path, rows: list[dict[str, Any]], block: str) -> None:
+    """A card's measured figures: `rows` as card.json's `measured`, `block` (BEGIN ... END) in card.md in place of
+    the old block (appended where there is none), the text around it kept as it stands."""
+    card = json.loads((folder / "card.json").read_text())
+    card["measured"] = rows
+    (folder / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    text = (folder / "card.md").read_text()
+    head, tail = (text[:text.index(BEGIN)], text[text.index(END) + len(END):]) if BEGIN in text else (text, "")
+    (folder / "card.md").write_text(head.rstrip() + "\n\n" + block + (tail if tail.strip() else "\n"))
+
+
 def out_dir() -> Path:
     d = Path(os.environ.get("OUT") or Path(__file__).parent / "results")
     d.mkdir(parents=True, exist_ok=True)

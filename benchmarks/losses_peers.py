@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from benchmarks.common import METHOD, write_result
+from benchmarks.common import BEGIN, END, METHOD, write_measured, write_result
 from kernelagent.verifier.measure.timing import measure
 
 DT = torch.bfloat16
@@ -40,7 +40,6 @@ TARGETS = {"ce_forward_ms": 0.52, "ce_forward_backward_ms": 1.10, "lce_forward_b
            "lce_peak_extra_gib": 1.5}
 QUICK = os.environ.get("LOSSES_QUICK") == "1"  # fewer repetitions (smoke runs)
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 
 
 def _module(name: str) -> Any | None:
@@ -373,13 +372,7 @@ def update_cards(path: Path) -> list[str]:
         rows = card_rows(data, family, source)
         if not rows:
             continue
-        folder = ROOT / "kernelagent" / "kernels" / family
-        card = json.loads((folder / "card.json").read_text())
-        card["measured"] = rows
-        (folder / "card.json").write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
-        text = (folder / "card.md").read_text()
-        head, tail = (text[:text.index(BEGIN)], text[text.index(END) + len(END):]) if BEGIN in text else (text, "")
-        (folder / "card.md").write_text(head.rstrip() + "\n\n" + card_markdown(rows) + "\n" + tail.lstrip("\n"))
+        write_measured(ROOT / "kernelagent" / "kernels" / family, rows, card_markdown(rows))
         done.append(family)
     return done
 

@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import BEGIN, END, write_measured  # noqa: E402
+
 OPS = ("softmax", "log_softmax", "rms_norm", "rms_norm_add", "layer_norm")
 FAMILY = {"softmax": "softmax", "log_softmax": "log_softmax", "rms_norm": "rms_norm", "rms_norm_add": "rms_norm",
           "layer_norm": "layer_norm"}
@@ -53,7 +55,6 @@ SHAPE_TEXT = {"softmax": "x [32768, 8192] bf16", "log_softmax": "x [32768, 8192]
               "rms_norm": "x [32768, 8192] bf16, weight [8192]",
               "layer_norm": "x [32768, 8192] bf16, weight, bias [8192]",
               "rms_norm_add": "x, residual [32768, 8192] bf16, weight [8192]"}
-BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 
 
 # ------------------------------------------------------------------------------------- implementations
@@ -432,13 +433,7 @@ def update_cards(path: Path) -> list[str]:
         rows = card_rows(data, family, source)
         if not rows:
             continue
-        folder = ROOT / "kernelagent" / "kernels" / family
-        card = json.loads((folder / "card.json").read_text())
-        card["measured"] = rows
-        (folder / "card.json").write_text(json.dumps(card, indent=2) + "\n")
-        text = (folder / "card.md").read_text()
-        text = text[:text.index(BEGIN)].rstrip() + "\n" if BEGIN in text else text
-        (folder / "card.md").write_text(text.rstrip() + "\n\n" + card_markdown(rows) + "\n")
+        write_measured(ROOT / "kernelagent" / "kernels" / family, rows, card_markdown(rows))
         done.append(family)
     return done
 

@@ -165,8 +165,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
     max_abs = float(diff.max())
     rel = diff / t.abs().clamp_min(1e-12)
     worst_flat = int(diff.argmax())
-    full_idx = ref_finite.flatten().nonzero().flatten()[worst_flat]
-    idx = _unravel(int(full_idx), truth.shape)
+    idx = _finite_index(ref_finite, worst_flat)
     res = LeafResult(name, True, max_abs=max_abs, max_rel=float(rel.max()), rel_l2=err_l2,
                      allowed_l2=allowed_l2, floor_l2=None if tolerance else rel_l2(nv, t),
                      frac_bad=float(bad.double().mean()), worst_index=idx)
@@ -180,7 +179,7 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
     if base is not None and not stressed and native.dtype in SIZE_REL_DTYPES:
         size_msg, at = _small_elements_hold(diff, floor_elem, t.abs() + d["atol"] * scale, d["rtol"])
         if size_msg:  # the rows shown around the element worst off for its size
-            at_idx = _unravel(int(ref_finite.flatten().nonzero().flatten()[at]), truth.shape)
+            at_idx = _finite_index(ref_finite, at)
             res.ok, res.kind, res.message, res.worst_index = False, "mismatch", size_msg, at_idx
             res.rows = _rows(as_real(got).to(torch.float64), truth, at_idx) if truth.dim() <= 4 else ""
             return res
@@ -281,6 +280,11 @@ def _no_worse_than_native(diff: torch.Tensor, floor_elem: torch.Tensor, base: to
         return False
     native_out = int((floor_elem > base).sum())
     return native_out > 0 and int((diff > base).sum()) <= native_out
+
+
+def _finite_index(ref_finite: torch.Tensor, k: int) -> list[int]:
+    """The index in the leaf of the k-th element where the truth is finite (the compared elements' k)."""
+    return _unravel(int(ref_finite.flatten().nonzero().flatten()[k]), ref_finite.shape)
 
 
 def _unravel(flat: int, shape: torch.Size) -> list[int]:
