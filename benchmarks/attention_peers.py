@@ -278,7 +278,7 @@ def tune(args: argparse.Namespace) -> None:
         q, k, v = _inputs(*HEADLINE, True)
         out = tri.attention(q, k, v, causal=causal)
         torch.autograd.grad(out, (q, k, v), out.detach())
-        for kernel in (tri._FWD, tri._BWD):
+        for kernel in (tri._FWD, tri._DKDV, tri._DQ):
             timings = sorted((t[0] if isinstance(t, list) else t, str(c)) for c, t in kernel.configs_timings.items())
             print(json.dumps({"causal": causal, "kernel": kernel.base_fn.__name__, "best_first": timings}), flush=True)
 

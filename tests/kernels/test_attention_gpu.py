@@ -113,15 +113,15 @@ def test_large_shapes_against_fp32_next_to_sdpa(name, case):
         assert torch.isfinite(a).all() and err <= 1.5 * peer_err + 1e-3, f"{what}: {err:.2e} vs SDPA {peer_err:.2e}"
 
 
-def _force(monkeypatch, tri, fwd=None, bwd=None) -> None:
+def _force(monkeypatch, tri, fwd=None, dkdv=None, dq=None) -> None:
     """Every launch takes the tuned path, with these configs (no benchmarking: one config each)."""
     import triton
 
     monkeypatch.setattr(tri, "TUNE_MIN", 0)
-    if fwd is not None:
-        monkeypatch.setattr(tri, "_FWD", triton.autotune([fwd], key=[])(tri._attn_fwd_kernel))
-    if bwd is not None:
-        monkeypatch.setattr(tri, "_BWD", triton.autotune([bwd], key=[])(tri._attn_bwd_kernel))
+    for name, kernel, cfg in (("_FWD", tri._attn_fwd_kernel, fwd), ("_DKDV", tri._attn_dkdv_kernel, dkdv),
+                              ("_DQ", tri._attn_dq_kernel, dq)):
+        if cfg is not None:
+            monkeypatch.setattr(tri, name, triton.autotune([cfg], key=[])(kernel))
 
 
 CONFIG_CASES = [(2, 1000, 1000, 4, 2, {}), (1, 700, 900, 2, 2, {"causal": True, "window": (300, -1)})]
@@ -154,17 +154,21 @@ def _case_errors(ref, tri, tag: str, case) -> list[str]:
 
 
 def test_every_config_the_autotuner_may_pick(ref, monkeypatch):
-    """Each forward config (warp-specialised ones too) and each backward config, forced: the autotuner
-    picks by time, so a config that is wrong only shows where it wins (Triton 3.6 gave the second
-    math warpgroup of a warp-specialised forward its rows 64 too far: wrong lse, stats, dQ)."""
+    """Each forward config (warp-specialised ones too) and each config of the two backward kernels,
+    forced: the autotuner picks by time, so a config that is wrong only shows where it wins (Triton 3.6
+    gave the second math warpgroup of a warp-specialised forward its rows 64 too far: wrong lse,
+    stats, dQ)."""
     tri = backend("triton")
     bad = []
+    first_dkdv, first_dq = tri._configs(tri.BWD_TABLE)[0], tri._configs(tri.DQ_TABLE)[0]
     for cfg in tri._fwd_prune(tri._fwd_configs(), {}, BLOCK_D=128, TMA=True):
-        _force(monkeypatch, tri, fwd=cfg, bwd=tri._bwd_configs()[0])
+        _force(monkeypatch, tri, fwd=cfg, dkdv=first_dkdv, dq=first_dq)
         bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"forward {cfg}", case)]
-    for cfg in tri._prune(tri._bwd_configs(), {}, BLOCK_D=128):
-        _force(monkeypatch, tri, fwd=tri._fwd_configs()[0], bwd=cfg)
-        bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"backward {cfg}", case)]
+    for kernel, table in (("dkdv", tri.BWD_TABLE), ("dq", tri.DQ_TABLE)):
+        for cfg in tri._prune(tri._configs(table), {}, BLOCK_D=128):
+            forced = {"dkdv": first_dkdv, "dq": first_dq, kernel: cfg}
+            _force(monkeypatch, tri, fwd=tri._fwd_configs()[0], **forced)
+            bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"{kernel} {cfg}", case)]
     assert not bad, "\n".join(bad)
 
 

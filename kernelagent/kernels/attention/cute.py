@@ -49,14 +49,22 @@ LN2 = 0.6931471805599453
 _LOG2E_C = tl.constexpr(LOG2E)  # the kernels' copies (globals read in @jit code must be constexpr)
 _LN2_C = tl.constexpr(LN2)
 
-# The backward holds dK and dV [BLOCK_N, D] in fp32 plus two [BLOCK_N, BLOCK_M] score tiles. Compiled
-# for sm_90a at head dim 128: 64x128 with 8 warps holds 255 registers and spills 8 bytes without a
-# mask, 56 with the causal/window branch; 64x64 with 4 warps ~250 bytes, 128x128 a kilobyte.
-# Head dim 256 has no spill-free tile (16x64 with 8 warps spills a little; 4 warps over a kilobyte).
-BWD_TABLE = ((64, 128, 8, 2, 128), (64, 64, 4, 2, 128), (16, 64, 8, 2, 256))
-def _bwd_configs() -> list[triton.Config]:
+# Two kernels, settings found by benchmarks/probes/attention_bwd.py on the H200 (head dim 128, bf16,
+# S = 8192): dK/dV with keys on rows (64x64 with 4 warps, 4.0 ms; 64x128 with 8 warps 5.0 ms) and dQ
+# with queries on rows, as the forward. One kernel with dQ added atomically took 9.4 ms at its best
+# tile, 7.6 ms without the dS rounding correction (its cross-warp row sum every step).
+# (BLOCK_M, BLOCK_N, warps, stages, widest head dim). Compiled for sm_90a (tests/kernels/
+# test_attention.py): no spill at head dim 128 but up to 72 bytes in dK/dV's causal branch; at 256
+# neither spills.
+BWD_TABLE = ((64, 64, 4, 2, 128), (64, 128, 8, 2, 128), (16, 64, 8, 2, 256), (32, 64, 8, 2, 256))
+DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (128, 128, 8, 2, 128),
+            (64, 128, 4, 2, 128), (64, 64, 8, 2, 256))
+MEAN_BLOCK = 64  # keys per step of the key-mean preprocess
+
+
+def _configs(table) -> list[triton.Config]:
     return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "MAX_D": d}, num_warps=w, num_stages=s)
-            for bm, bn, w, s, d in BWD_TABLE]
+            for bm, bn, w, s, d in table]
 
 
 def _prune(configs, named_args, **kwargs):
@@ -71,7 +79,8 @@ INTERP_BWD = {"BLOCK_M": 16, "BLOCK_N": 16, "MAX_D": 256}
 # Problems below TUNE_MIN (Sq * Sk) skip autotuning and take these (compiling every config costs
 # more than such a problem runs); head dim -> (BLOCK_M, BLOCK_N, warps, stages).
 TUNE_MIN = 1 << 20
-BWD_DEFAULT = {64: (64, 128, 8, 2), 128: (64, 128, 8, 2), 256: (16, 64, 8, 2)}
+BWD_DEFAULT = {64: (64, 64, 4, 2), 128: (64, 64, 4, 2), 256: (16, 64, 8, 2)}
+DQ_DEFAULT = {64: (64, 64, 4, 2), 128: (64, 64, 4, 2), 256: (64, 64, 4, 2)}
 
 
 def _tuning_bench(kernel_call, quantiles):
@@ -98,7 +107,6 @@ def _fixed(table: dict, d: int, **extra) -> dict:
     bm, bn, warps, stages = table[min(k for k in table if k >= d)]
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages, MAX_D=256, **extra)
 PRE_BLOCK = 64  # rows per program of the delta preprocess
-CONVERT_BLOCK = 1024  # elements per program of the dQ conversion
 
 
 class AttentionError(ValueError):
@@ -147,22 +155,38 @@ def _bwd_preprocess_kernel(Out, DO, DLSE, DELTA, CU_Q, so_b, so_s, so_h, sd_b, s
 
 
 @triton.jit
-def _bwd_head(dk, dv, k, v, k_mean, col_w, Q, DO, STATS, st_plane, DELTA, dq_desc, DQ_ACC, q_desc, do_desc, sq_s,
-              sd_s, sa_s, l_base, start, end, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left,
-              win_right,
-              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-              TMA: tl.constexpr, DQ_TMA: tl.constexpr, UPCAST: tl.constexpr, HEAD_D: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """dK, dV of one key block over query blocks [start, end) of one head; dQ added atomically.
-    Blocks outside [f_lo, f_hi) straddle a mask edge and are masked (one loop with a uniform branch:
-    three specialised loops cost registers the accumulators need). Works transposed (keys on rows):
+def _key_mean_kernel(K, KMEAN, CU_K, sk_b, sk_s, sk_h, seqlen_k, n_heads_k, HEAD_D: tl.constexpr,
+                     BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, BLOCK: tl.constexpr):
+    """KMEAN[b * Hkv + hk, :] = the mean key of the sequence in fp32 (zeros for an empty one): the
+    centre of the dQ kernel's correction."""
+    bh = tl.program_id(0)
+    b = bh // n_heads_k
+    hk = bh % n_heads_k
+    k_start, sk = _seq_span(CU_K, b, seqlen_k, VARLEN)
+    cols = tl.arange(0, BLOCK_D)
+    base = K + b.to(tl.int64) * sk_b + hk * sk_h + k_start.to(tl.int64) * sk_s
+    acc = tl.zeros([BLOCK, BLOCK_D], tl.float32)
+    for r0 in range(0, sk, BLOCK):
+        rows = r0 + tl.arange(0, BLOCK)
+        mask = (rows[:, None] < sk) & (cols[None, :] < HEAD_D)
+        acc += tl.load(base + rows[:, None].to(tl.int64) * sk_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(KMEAN + bh.to(tl.int64) * BLOCK_D + cols, tl.sum(acc, 0) / tl.maximum(sk, 1).to(tl.float32))
+
+
+@triton.jit
+def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, sq_s, sd_s, l_base, start, end, f_lo,
+               f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
+               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr,
+               UPCAST: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_D: tl.constexpr):
+    """dK, dV of one key block over query blocks [start, end) of one head. Blocks outside
+    [f_lo, f_hi) straddle a mask edge and are masked (one loop with a uniform branch: three
+    specialised loops cost registers the accumulators need). Works transposed (keys on rows):
     sT = K Q^T, so dV += P^T dO and dK += dS^T Q need no transposed accumulators. Rows past the
-    sequence read Q = dO = 0 and a log-sum of +inf: P = 0 there; keys past it have K = V = 0.
+    sequence read Q = dO = 0 and a log-sum of +inf: P = 0 there; keys past it have K = V = 0 and
+    their dK, dV rows are not stored.
     P = exp2((s - m) * qk_scale - log2 l) from the forward's raw row max m and log2 row sum l kept
-    apart (STATS): s - m is exact where s - lse, rounded in fp32 at scores of 1e4, costs P a few 1e-3.
-    dQ = dS K takes dS rounded to 16 bits; where K has a large mean that rounding error, summed over
-    the keys, dominates dQ (FlashAttention has the same). It is taken out: rowsum(dS_16 - dS) times
-    the block's mean key (k_mean) is subtracted, leaving an error that scales with K - mean(K)."""
+    apart (STATS): s - m is exact where s - lse, rounded in fp32 at scores of 1e4, costs P a few 1e-3."""
     dtype = Q.dtype.element_ty
     cols = n0 + tl.arange(0, BLOCK_N)
     cols_d = tl.arange(0, BLOCK_D)
@@ -213,27 +237,20 @@ def _bwd_head(dk, dv, k, v, k_mean, col_w, Q, DO, STATS, st_plane, DELTA, dq_des
         else:
             ds_lo = ds_t.to(dtype)
         dk = tl.dot(ds_lo, q, dk)
-        dq = tl.dot(tl.trans(ds_lo), k)  # [BLOCK_M, BLOCK_D], unscaled
-        lost = tl.sum((ds_lo.to(tl.float32) - ds_t) * col_w[:, None], 0)  # rounding of dS, per query
-        dq -= lost[:, None] * k_mean[None, :]
-        if DQ_TMA:
-            dq_desc.atomic_add([m0, 0], dq)
-        else:
-            dq_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
-            tl.atomic_add(DQ_ACC + rows[:, None].to(tl.int64) * sa_s + cols_d[None, :], dq, mask=dq_mask,
-                          sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _attn_bwd_kernel(Q, K, V, DO, STATS, DELTA, DQ_ACC, DK, DV, CU_Q, CU_K,
-                     sq_b, sq_s, sq_h, sk_b, sk_s, sk_h, sv_b, sv_s, sv_h, sd_b, sd_s, sd_h, sa_b, sa_s, sa_h,
-                     sdk_b, sdk_s, sdk_h, sdv_b, sdv_s, sdv_h, sl_b, sl_h, st_plane,
-                     seqlen_q, seqlen_k, n_heads_k, group, sm_scale, qk_scale, cap_scale, cap_log2, win_left,
-                     win_right, BUCKET_Q, BUCKET_K,
-                     HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
-                     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, DQ_TMA: tl.constexpr,
-                     UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MAX_D: tl.constexpr):
+def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
+                      sq_b, sq_s, sq_h, sk_b, sk_s, sk_h, sv_b, sv_s, sv_h, sd_b, sd_s, sd_h,
+                      sdk_b, sdk_s, sdk_h, sdv_b, sdv_s, sdv_h, sl_b, sl_h, st_plane,
+                      seqlen_q, seqlen_k, n_heads_k, group, sm_scale, qk_scale, cap_scale, cap_log2, win_left,
+                      win_right, BUCKET_Q, BUCKET_K,
+                      HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
+                      HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, UPCAST: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MAX_D: tl.constexpr):
+    """One program per (key block, batch x kv head): K, V and the dK, dV accumulators stay on chip
+    while the query blocks of every query head of the group stream past (GQA without atomics)."""
     pid_n = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // n_heads_k
@@ -260,8 +277,6 @@ def _attn_bwd_kernel(Q, K, V, DO, STATS, DELTA, DQ_ACC, DK, DV, CU_Q, CU_K,
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-        col_w = (cols < sk).to(tl.float32)  # keys past the sequence: P is not 0 there (K is), keep them out
-        k_mean = tl.sum(k.to(tl.float32), 0) / (tl.minimum(sk - n0, BLOCK_N)).to(tl.float32)
 
         # query blocks [m_lo, m_hi); those outside [f_lo, f_hi) straddle a mask edge
         off = sk - sq
@@ -287,20 +302,16 @@ def _attn_bwd_kernel(Q, K, V, DO, STATS, DELTA, DQ_ACC, DK, DV, CU_Q, CU_K,
             h = hk * group + g
             q_base = Q + b64 * sq_b + qs64 * sq_s + h * sq_h
             do_base = DO + b64 * sd_b + qs64 * sd_s + h * sd_h
-            acc_base = DQ_ACC + b64 * sa_b + qs64 * sa_s + h * sa_h
             l_base = b64 * sl_b + h * sl_h + q_start
             q_desc = 0
             do_desc = 0
-            dq_desc = 0
             if TMA:
                 q_desc = tl.make_tensor_descriptor(q_base, [sq, HEAD_D], [sq_s, 1], [BLOCK_M, BLOCK_D])
                 do_desc = tl.make_tensor_descriptor(do_base, [sq, HEAD_D], [sd_s, 1], [BLOCK_M, BLOCK_D])
-            if DQ_TMA:
-                dq_desc = tl.make_tensor_descriptor(acc_base, [sq, HEAD_D], [sa_s, 1], [BLOCK_M, BLOCK_D])
-            dk, dv = _bwd_head(dk, dv, k, v, k_mean, col_w, q_base, do_base, STATS, st_plane, DELTA, dq_desc,
-                               acc_base, q_desc, do_desc, sq_s, sd_s, sa_s, l_base, m_lo, m_hi, f_lo, f_hi, n0, sq, off,
-                               qk_scale, cap_scale, cap_log2, win_left, win_right, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA,
-                               DQ_TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+            dk, dv = _dkdv_head(dk, dv, k, v, q_base, do_base, STATS, st_plane, DELTA, q_desc, do_desc, sq_s, sd_s,
+                                l_base, m_lo, m_hi, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left,
+                                win_right, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N,
+                                BLOCK_D)
         dk = dk * sm_scale
         dk_base = DK + b64 * sdk_b + ks64 * sdk_s + hk * sdk_h
         dv_base = DV + b64 * sdv_b + ks64 * sdv_s + hk * sdv_h
@@ -315,20 +326,174 @@ def _attn_bwd_kernel(Q, K, V, DO, STATS, DELTA, DQ_ACC, DK, DV, CU_Q, CU_K,
 
 
 @triton.jit
-def _dq_convert_kernel(ACC, DQ, n, sm_scale, BLOCK: tl.constexpr):
-    """dQ = accumulated dS K times the softmax scale, in the input dtype (both buffers compact)."""
-    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = idx < n
-    acc = tl.load(ACC + idx, mask=mask, other=0.0)
-    tl.store(DQ + idx, (acc * sm_scale).to(DQ.dtype.element_ty), mask=mask)
+def _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0, sk, off,
+              qk_scale, cap_scale, cap_log2, win_left, win_right,
+              MASK: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+              TMA: tl.constexpr, UPCAST: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """dQ rows m0 + local_m over key blocks [start, end): P again from the forward's statistics,
+    dS = P (dP - delta), dQ += dS_16 K, and rs += the row sums the correction needs (see
+    _attn_dq_kernel): of dS_16, or with a softcap of dS_16 - dS. MASK: key-length, causal and window
+    masks element-wise (the block past the sequence's end is always a masked one)."""
+    dtype = k_base.dtype.element_ty
+    local_m = tl.arange(0, BLOCK_M)
+    cols_d = tl.arange(0, BLOCK_D)
+    for n_blk in tl.range(start, end):
+        n0 = n_blk * BLOCK_N
+        cols = n0 + tl.arange(0, BLOCK_N)
+        if TMA:
+            k = k_desc.load([n0, 0])
+            v = v_desc.load([n0, 0])
+        else:
+            kv_mask = (cols[:, None] < sk) & (cols_d[None, :] < HEAD_D)
+            k = tl.load(k_base + cols[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=kv_mask, other=0.0)
+            v = tl.load(v_base + cols[:, None].to(tl.int64) * sv_s + cols_d[None, :], mask=kv_mask, other=0.0)
+        if UPCAST:  # as in the forward: the same scores, bit for bit
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+            qk = tl.dot(q.to(tl.float64), tl.trans(k).to(tl.float64)).to(tl.float32)
+        else:
+            qk = tl.dot(q, tl.trans(k))
+        if SOFTCAP:
+            t = _tanh(qk * cap_scale)
+            p = tl.math.exp2((cap_log2 * t - m2[:, None]) - l2[:, None])
+        else:
+            p = tl.math.exp2((qk - m2[:, None]) * qk_scale - l2[:, None])
+        if MASK:  # key j against query m0 + i, bounds local_m + (m0 + ...) as in the forward
+            keep = cols[None, :] < sk
+            if HAS_RIGHT:
+                keep &= cols[None, :] <= (local_m + (m0 + off + win_right))[:, None]
+            if HAS_LEFT:
+                keep &= cols[None, :] >= (local_m + (m0 + off - win_left))[:, None]
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        if SOFTCAP:
+            ds = ds * (1.0 - t * t)
+        if UPCAST:
+            ds_lo = ds.to(dtype).to(tl.float32)
+        else:
+            ds_lo = ds.to(dtype)
+        dq = tl.dot(ds_lo, k, dq)
+        if SOFTCAP:
+            rs += tl.sum(ds_lo.to(tl.float32) - ds, 1)
+        else:
+            rs += tl.sum(ds_lo.to(tl.float32), 1)
+    return dq, rs
+
+
+@triton.jit
+def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, KMEAN, DQ, CU_Q, CU_K,
+                    sq_b, sq_s, sq_h, sk_b, sk_s, sk_h, sv_b, sv_s, sv_h, sd_b, sd_s, sd_h, sdq_b, sdq_s, sdq_h,
+                    sl_b, sl_h, st_plane, seqlen_q, seqlen_k, n_heads, group, sm_scale, qk_scale, cap_scale,
+                    cap_log2, win_left, win_right, BUCKET_Q, BUCKET_K,
+                    HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
+                    HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, UPCAST: tl.constexpr,
+                    REVERSE: tl.constexpr, HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    MAX_D: tl.constexpr):
+    """One program per (query block, batch x head), shaped as the forward: Q, dO and the dQ
+    accumulator stay on chip while K, V stream past in the forward's three phases (masked left
+    edge, unmasked middle, masked right edge); dQ is written once, in the input dtype (no atomics:
+    deterministic).
+
+    Centring. dQ = sum_n dS_n K_n takes dS rounded to 16 bits; where K has a large mean c that
+    rounding, summed over the keys, dominates dQ (FlashAttention keeps it), and so does the rounding
+    of the stored O inside delta (sum_n dS_n, exactly dlse, comes out as dO.(O - O_16) + dlse). With
+    c the sequence's mean key (KMEAN): dQ = sum_n dS_16 K_n - c (sum_n dS_16 - dlse), i.e. the
+    product with K - c, whose error scales with K - c, not K. With a softcap sum_n dS has no closed
+    form: c sum_n (dS_16 - dS) is taken out (the rounding only). Row sums are within a thread's quad
+    (queries on rows): no cross-warp reduction in the loop."""
+    pid_m = tl.program_id(0)
+    if REVERSE:  # causal: the query blocks with the most keys first
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh % n_heads
+    hk = h // group
+    q_start, sq = _seq_span(CU_Q, b, seqlen_q, VARLEN)
+    k_start, sk = _seq_span(CU_K, b, seqlen_k, VARLEN)
+    m0 = pid_m * BLOCK_M
+    if m0 < sq:
+        b64 = b.to(tl.int64)
+        q_base = Q + b64 * sq_b + q_start.to(tl.int64) * sq_s + h * sq_h
+        do_base = DO + b64 * sd_b + q_start.to(tl.int64) * sd_s + h * sd_h
+        k_base = K + b64 * sk_b + k_start.to(tl.int64) * sk_s + hk * sk_h
+        v_base = V + b64 * sv_b + k_start.to(tl.int64) * sv_s + hk * sv_h
+        dq_base = DQ + b64 * sdq_b + q_start.to(tl.int64) * sdq_s + h * sdq_h
+        local_m = tl.arange(0, BLOCK_M)
+        row_ok = local_m < sq - m0
+        cols_d = tl.arange(0, BLOCK_D)
+        k_desc = 0
+        v_desc = 0
+        if TMA:
+            k_desc = tl.make_tensor_descriptor(k_base, [sk, HEAD_D], [sk_s, 1], [BLOCK_N, BLOCK_D])
+            v_desc = tl.make_tensor_descriptor(v_base, [sk, HEAD_D], [sv_s, 1], [BLOCK_N, BLOCK_D])
+            q = tl.make_tensor_descriptor(q_base, [sq, HEAD_D], [sq_s, 1], [BLOCK_M, BLOCK_D]).load([m0, 0])
+            do = tl.make_tensor_descriptor(do_base, [sq, HEAD_D], [sd_s, 1], [BLOCK_M, BLOCK_D]).load([m0, 0])
+        else:
+            q_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
+            q = tl.load(q_base + (m0 + local_m)[:, None].to(tl.int64) * sq_s + cols_d[None, :], mask=q_mask,
+                        other=0.0)
+            do = tl.load(do_base + (m0 + local_m)[:, None].to(tl.int64) * sd_s + cols_d[None, :], mask=q_mask,
+                         other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        at = b64 * sl_b + h * sl_h + q_start + m0
+        m2 = tl.load(STATS + at + local_m, mask=row_ok, other=0.0)
+        l2 = tl.load(STATS + st_plane + at + local_m, mask=row_ok, other=float("inf"))
+        delta = tl.load(DELTA + at + local_m, mask=row_ok, other=0.0)
+
+        # key blocks: [n_lo, f_lo) masked | [f_lo, f_hi) seen by every query | [f_hi, n_hi) masked
+        off = sk - sq
+        m1 = tl.minimum(m0 + BLOCK_M, sq)
+        lo = 0
+        hi = sk
+        f_lo = 0
+        f_hi = sk // BLOCK_N
+        if HAS_LEFT:
+            lo = tl.maximum(m0 + off - win_left, 0)
+            f_lo = tl.cdiv(tl.maximum(m1 - 1 + off - win_left, 0), BLOCK_N)
+        if HAS_RIGHT:
+            hi = tl.minimum(m1 + off + win_right, sk)
+            f_hi = tl.minimum(f_hi, tl.maximum(m0 + off + win_right + 1, 0) // BLOCK_N)
+        n_lo = lo // BLOCK_N
+        n_hi = tl.maximum(tl.cdiv(tl.maximum(hi, 0), BLOCK_N), n_lo)
+        f_lo = tl.minimum(tl.maximum(f_lo, n_lo), n_hi)
+        f_hi = tl.minimum(tl.maximum(f_hi, f_lo), n_hi)
+
+        dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        rs = tl.zeros([BLOCK_M], tl.float32)
+        if HAS_LEFT:
+            dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo,
+                               m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
+                               HAS_RIGHT, SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo, f_hi, m0,
+                           sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT, HAS_RIGHT,
+                           SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_hi, n_hi, m0,
+                           sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT, HAS_RIGHT,
+                           SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        if HAS_DLSE and not SOFTCAP:  # sum_n dS = dlse, but 0 for a query that sees no key (l2 = +inf)
+            rs -= tl.where(l2 == float("inf"), 0.0, tl.load(DLSE + at + local_m, mask=row_ok, other=0.0))
+        centre = tl.load(KMEAN + (b64 * (n_heads // group) + hk) * BLOCK_D + cols_d)
+        dq = ((dq - rs[:, None] * centre[None, :]) * sm_scale).to(DQ.dtype.element_ty)
+        if TMA:
+            tl.make_tensor_descriptor(dq_base, [sq, HEAD_D], [sdq_s, 1], [BLOCK_M, BLOCK_D]).store([m0, 0], dq)
+        else:
+            q_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
+            tl.store(dq_base + (m0 + local_m)[:, None].to(tl.int64) * sdq_s + cols_d[None, :], dq, mask=q_mask)
 
 
 # Under TRITON_INTERPRET=1 @triton.jit gives interpreted functions: the kernels then run on CPU tensors.
-INTERPRETING = not isinstance(_dq_convert_kernel, triton.runtime.JITFunction)
-_BWD = _attn_bwd_kernel if INTERPRETING else triton.autotune(
-    _bwd_configs(), key=["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"],
-    prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["DQ_ACC"], do_bench=_tuning_bench)(
-    _attn_bwd_kernel)
+INTERPRETING = not isinstance(_attn_dq_kernel, triton.runtime.JITFunction)
+_TUNE_KEY = ["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"]
+_DKDV = _attn_dkdv_kernel if INTERPRETING else triton.autotune(
+    _configs(BWD_TABLE), key=_TUNE_KEY, prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(
+    _attn_dkdv_kernel)
+_DQ = _attn_dq_kernel if INTERPRETING else triton.autotune(
+    _configs(DQ_TABLE), key=_TUNE_KEY, prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(
+    _attn_dq_kernel)
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -382,6 +547,15 @@ def _scales(scale: float, softcap: float | None) -> tuple[float, float, float]:
     return scale * LOG2E, scale / softcap, softcap * LOG2E
 
 
+def _key_mean(k: torch.Tensor, cu_k, batch: int, max_k: int, varlen: bool) -> torch.Tensor:
+    """KMEAN [batch * Hkv, BLOCK_D] fp32: each sequence's mean key, for the dQ kernel."""
+    d, hkv = k.shape[-1], k.shape[-2]
+    kmean = torch.empty((batch * hkv, _block_d(d)), dtype=torch.float32, device=k.device)
+    _key_mean_kernel[(batch * hkv,)](k, kmean, cu_k, *_strides(k, varlen), max_k, hkv, HEAD_D=d, BLOCK_D=_block_d(d),
+                                     VARLEN=varlen, BLOCK=MEAN_BLOCK)
+    return kmean
+
+
 def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float,
                 softcap: float | None, window) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the saved output and softmax statistics (stats[0]: row max, stats[1]: log2 of
@@ -398,33 +572,44 @@ def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: in
         return dq.zero_(), dk.zero_(), dv.zero_()
     sl = (0, stats.stride(1)) if varlen else (stats.stride(1), stats.stride(2))
     dummy = cu_q if varlen else stats
+    ck = cu_k if varlen else dummy
     delta = torch.empty(stats.shape[1:], dtype=torch.float32, device=stats.device)
     dlse_arg = dlse.contiguous() if dlse is not None else delta
     _bwd_preprocess_kernel[(triton.cdiv(max_q, PRE_BLOCK), batch * hq)](
         out, do, dlse_arg, delta, dummy, *_strides(out, varlen), *_strides(do, varlen), *sl, max_q, hq,
         HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_DLSE=dlse is not None, BLOCK_M=PRE_BLOCK)
-    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    tma = _tma_ok(q, k, v, do, dk, dv)
-    dq_tma = tma and _tma_ok(dq_acc) and not INTERPRETING  # the interpreter has no TMA reduce-add
+    kmean = _key_mean(k, ck, batch, max_k, varlen)
+    tma = _tma_ok(q, k, v, do, dq, dk, dv)
     if tma and q.is_cuda:
         _ensure_tma_allocator()
     win_l, win_r, has_l, has_r = _window_args(window)
     qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
     tuned = not INTERPRETING and max_q * max_k >= TUNE_MIN
-    blocks = INTERP_BWD if INTERPRETING else {} if tuned else _fixed(BWD_DEFAULT, _block_d(d))
+    common = dict(HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l, HAS_RIGHT=has_r,
+                  SOFTCAP=softcap is not None, TMA=tma, UPCAST=INTERPRETING)
+    if INTERPRETING:
+        dkdv_blocks = dq_blocks = INTERP_BWD
+    else:
+        dkdv_blocks = {} if tuned else _fixed(BWD_DEFAULT, _block_d(d))
+        dq_blocks = {} if tuned else _fixed(DQ_DEFAULT, _block_d(d))
 
-    def grid(meta):
+    def dkdv_grid(meta):
         return (triton.cdiv(max_k, meta["BLOCK_N"]), batch * hkv)
 
-    kernel = _BWD if tuned else _attn_bwd_kernel
-    kernel[grid](q, k, v, do, stats, delta, dq_acc, dk, dv, dummy, cu_k if varlen else dummy,
-               *_strides(q, varlen), *_strides(k, varlen), *_strides(v, varlen), *_strides(do, varlen),
-               *_strides(dq_acc, varlen), *_strides(dk, varlen), *_strides(dv, varlen), *sl, stats.stride(0),
-               max_q, max_k, hkv, hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(max_q),
-               _bucket(max_k), HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l, HAS_RIGHT=has_r,
-               SOFTCAP=softcap is not None, TMA=tma, DQ_TMA=dq_tma, UPCAST=INTERPRETING, **blocks)
-    n = dq.numel()
-    _dq_convert_kernel[(triton.cdiv(n, CONVERT_BLOCK),)](dq_acc, dq, n, scale, BLOCK=CONVERT_BLOCK)
+    (_DKDV if tuned else _attn_dkdv_kernel)[dkdv_grid](
+        q, k, v, do, stats, delta, dk, dv, dummy, ck, *_strides(q, varlen), *_strides(k, varlen), *_strides(v, varlen),
+        *_strides(do, varlen), *_strides(dk, varlen), *_strides(dv, varlen), *sl, stats.stride(0), max_q, max_k, hkv,
+        hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(max_q), _bucket(max_k), **common,
+        **dkdv_blocks)
+
+    def dq_grid(meta):
+        return (triton.cdiv(max_q, meta["BLOCK_M"]), batch * hq)
+
+    (_DQ if tuned else _attn_dq_kernel)[dq_grid](
+        q, k, v, do, stats, delta, dlse_arg, kmean, dq, dummy, ck, *_strides(q, varlen), *_strides(k, varlen),
+        *_strides(v, varlen), *_strides(do, varlen), *_strides(dq, varlen), *sl, stats.stride(0), max_q, max_k, hq,
+        hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(max_q), _bucket(max_k),
+        REVERSE=has_r and win_r <= 0, HAS_DLSE=dlse is not None, **common, **dq_blocks)
     return dq, dk, dv
 
 
