@@ -33,8 +33,10 @@ LOOP_FWD = (4096, 8)  # (column block, num_warps)
 # (widest padded row, rows per tile, num_warps, programs per SM); the tile of x and dy is held twice.
 # ptxas for sm_90: 4096 with 8 warps takes 245 registers (one program an SM, not two), 8192 with 16
 # spills 88 bytes a thread, 16384 spills 360+; `rowwise_peers.py --tune` times the alternatives.
-BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 8, 4),
-             (2048, 1, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
+# 1024 and 2048 from its backward tune (rowwise_tuning_backward.json, 2**27 bf16 elements): 3.66 / 3.59
+# TB/s against 2.89 / 2.98 for (1024, 2, 8, 4) / (2048, 1, 8, 2) before and torch.compile's 3.06 / 2.91.
+BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 4, 4),
+             (2048, 1, 4, 4), (4096, 1, 8, 2), (8192, 1, 16, 1))
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
 # Rows past BWD_TABLE from this padded width up take the split backward instead of LOOP_BWD (whose
 # per-row read-modify-write of two fp32 shares of n_cols floats a program overflows L2 on wide rows):

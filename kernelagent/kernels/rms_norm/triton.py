@@ -38,8 +38,12 @@ LOOP_FWD = (4096, 16)  # (column block, num_warps)
 # of x and dy twice (the next tile is loaded while this one is reduced): about 64 fp32 values a
 # thread at most; 8192 with 16 warps and one program per SM measured best of 1/2/4 on an H200.
 # 16384 does not fit: ptxas for sm_90 spills 248 (32 warps) or 536 (16 warps) bytes a thread.
-BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 8, 4),
-             (2048, 1, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
+# 1024 and 2048 from `rowwise_peers.py --tune --tune-mode backward` (rowwise_tuning_backward.json, 2**27
+# bf16 elements): 3.87 / 3.88 TB/s against 3.15 / 3.21 for (1024, 2, 8, 4) / (2048, 1, 8, 2) before and
+# torch.compile's 3.58 / 3.32 in the same run; 512 from rowwise_tuning_backward_confirm.json (3.84 TB/s against
+# 3.10 for (512, 4, 8, 4) and torch.compile's 3.54).
+BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 4, 4), (1024, 2, 4, 4),
+             (2048, 2, 8, 2), (4096, 1, 8, 2), (8192, 1, 16, 1))
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
 # Rows past BWD_TABLE from this padded width up take the split backward instead of LOOP_BWD: the
 # looped kernel re-reads its row from L2 and read-modify-writes its fp32 dw share (n_cols floats a
