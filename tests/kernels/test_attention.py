@@ -407,6 +407,35 @@ def judged_seeds(sets: tuple[int, ...] = (1, 4), seeds: range = range(1000, 1012
     return bad
 
 
+def sink_errors() -> dict:
+    """Runs in the interpreter child: one outlier key (+500 in every dimension at position 0, as an
+    attention sink), causal, bf16, a loss on the output: dQ's relative L2 error against float64, the
+    bf16 reference's, and whether the verifier's judge passes dQ."""
+    from kernelagent.verifier.judge.compare import compare_leaf
+
+    tri = load_file(FOLDER / "triton.py", "lib_attention_triton")
+    ref = load_file(FOLDER / "reference.py", "lib_attention_reference")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, g = (torch.randn(1, 64, h, 32, generator=gen, dtype=torch.float64) for h in (2, 1, 1, 2))
+    k[:, 0] += 500.0
+    q, k, v, g = (t.bfloat16() for t in (q, k, v, g))
+    got = _fwd_bwd(tri.ModelNew(), q, k, v, [True], g)[1][0]
+    low = _fwd_bwd(ref.Model(), q, k, v, [True], g)[1][0]
+    truth = _fwd_bwd(ref.Model(), q.double(), k.double(), v.double(), [True], g.double())[1][0]
+    return {"err": rel(got, truth), "ref_err": rel(low, truth), "judged": compare_leaf("dq", got, low, truth, None).ok}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known gap (attention card): dQ is centred on the sequence's mean key, which "
+                   "one outlier key drags far from the keys most rows attend; the rounding of O inside delta then "
+                   "costs those rows rs x (their keys - the mean): 2.4e-2 against the bf16 reference's 4.6e-3")
+def test_an_outlier_key_does_not_cost_dq_its_accuracy():
+    code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention as t\n"
+            "emit(t.sink_errors())\n")
+    res = run_in_interpreter(code, timeout=300)
+    assert res["err"] <= 2.0 * res["ref_err"] and res["judged"], res
+
+
 @pytest.mark.slow
 def test_the_verifier_judge_accepts_the_kernels_over_many_seeds():
     code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention as t\n"
