@@ -5,7 +5,7 @@
 #                                                                          the replayed agent session; the two
 #                                                                          bundles together exceed 64 MiB)
 # STEPs: doctor probe tests examples cost timing imports sanprobe peers agent confine ccost rowwise losses attention
-#        clicost audit batch (default: doctor tests examples cost timing peers). `audit` reads KernelBench's level
+#        attnbwd ncu clicost audit batch (default: doctor tests examples cost timing peers). `audit` reads KernelBench's level
 #        folders from .kb/KernelBench (carry .kb); clicost needs the .whl bundle (mcp). `batch` needs only
 #        sqlite-utils: put its three wheels in the CuTe DSL bundle so that CuTe DSL candidates run too
 #        (cp .whl/{sqlite_utils,sqlite_fts4,click_default_group}-*.whl .carry/whl/); 19 verifications of
@@ -65,6 +65,13 @@ for s in "${steps[@]}"; do
     losses) step losses ${LOSSES_LIMIT:-200} python3 benchmarks/losses_peers.py ;;
     attention) step attention ${ATTENTION_LIMIT:-200} python3 benchmarks/attention_peers.py --quick --budget 150 --out "$OUT" ;;
     clicost) step clicost ${CLICOST_LIMIT:-150} python3 benchmarks/cli_mcp_cost.py ;;
+    attnbwd) step attnbwd ${ATTNBWD_LIMIT:-200} python3 benchmarks/probes/attention_bwd.py ;;
+    ncu) for op in ${NCU_OPS:-ce attention}; do  # Nsight Compute, one call of each op (benchmarks/probes/ncu_target.py)
+           step "ncu_$op" ${NCU_LIMIT:-130} sh -c "$(command -v ncu || echo /usr/local/cuda/bin/ncu) --profile-from-start off --section SpeedOfLight \
+             --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
+             --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct --csv --page details \
+             python3 benchmarks/probes/ncu_target.py $op > '$OUT/ncu_$op.csv'"
+         done ;;
     audit) step audit ${AUDIT_LIMIT:-300} python3 -m benchmarks.audit_kernelbench .kb/KernelBench --jobs 8 ;;
     batch) step batch ${BATCH_LIMIT:-150} python3 benchmarks/batch_gpu.py ;;
     *) echo "unknown step $s" ;;
