@@ -336,27 +336,32 @@ def _lse_only_rows(tri) -> list[dict]:
 
 
 def _offset_key_rows(tri) -> list[dict]:
-    """Keys with a large mean (60, 300), causal GQA, a loss of the output alone and one of output and
-    lse: the dQ kernel centres dS K on the mean key (the row sum of dS is dlse), so dQ's error stays at
-    the bf16 level (0.2-0.3 % when written; without the lse term the kernel before, which took out the
-    rounding of dS only, had 15 % and 70 %)."""
+    """Keys far from 0 where rows attend them, causal GQA: a large mean (60, 300; a loss of the output
+    alone and one of output and lse), a step (+300 for the second half), a drift (0 to 60 along the
+    sequence). dQ is centred per row on the row's best-scoring key (the row sum of dS is dlse), so its
+    error stays at the bf16 level: 0.2-0.3 % when written, where the kernel centred on the sequence's
+    mean key had 0.3 % (means), 48 % (step) and 2.1 % (drift), and the single kernel before it, which
+    took out the rounding of dS only, 15 % and 70 % (means, output alone), 51 % and 2.3 %."""
     rows = []
     gen = torch.Generator().manual_seed(9)
-    for mean in (60.0, 300.0):
-        for with_lse in (False, True):
-            q = torch.randn(1, 45, 4, 32, generator=gen).bfloat16()
-            k = (torch.randn(1, 45, 2, 32, generator=gen) + mean).bfloat16()
-            v = torch.randn(1, 45, 2, 32, generator=gen).bfloat16()
-            xs = [t.clone().requires_grad_() for t in (q, k, v)]
-            out, lse = tri.attention(*xs, causal=True, return_lse=True)
-            g = torch.randn(out.shape, generator=gen).bfloat16()
-            gl = torch.randn(lse.shape, generator=gen) if with_lse else None
-            torch.autograd.backward([out, lse] if with_lse else [out], [g, gl] if with_lse else [g])
-            (_, _, *t_gs), _ = _cpu_truth(tri, q, k, v, g, (None, None), (32 ** -0.5, None, (None, 0)), gl=gl)
-            for n, x, t in zip("qk", xs[:2], t_gs[:2], strict=True):
-                err = rel(x.grad, t)
-                rows.append({"case": f"key mean {mean:.0f}{' +lse' if with_lse else ''} d{n}", "ok": err < 0.02,
-                             "message": f"relative L2 error {err:.2e} (limit 2e-2)"})
+    shifts = [(f"key mean {m:.0f}{' +lse' if lse else ''}", lambda n, m=m: torch.full((n,), m), lse)
+              for m in (60.0, 300.0) for lse in (False, True)]
+    shifts += [("key step 300", lambda n: torch.where(torch.arange(n) >= n // 2, 300.0, 0.0), False),
+               ("key drift 0-60", lambda n: torch.linspace(0, 60, n), False)]
+    for name, shift, with_lse in shifts:
+        q = torch.randn(1, 45, 4, 32, generator=gen).bfloat16()
+        k = (torch.randn(1, 45, 2, 32, generator=gen) + shift(45)[None, :, None, None]).bfloat16()
+        v = torch.randn(1, 45, 2, 32, generator=gen).bfloat16()
+        xs = [t.clone().requires_grad_() for t in (q, k, v)]
+        out, lse = tri.attention(*xs, causal=True, return_lse=True)
+        g = torch.randn(out.shape, generator=gen).bfloat16()
+        gl = torch.randn(lse.shape, generator=gen) if with_lse else None
+        torch.autograd.backward([out, lse] if with_lse else [out], [g, gl] if with_lse else [g])
+        (_, _, *t_gs), _ = _cpu_truth(tri, q, k, v, g, (None, None), (32 ** -0.5, None, (None, 0)), gl=gl)
+        for n, x, t in zip("qk", xs[:2], t_gs[:2], strict=True):
+            err = rel(x.grad, t)
+            rows.append({"case": f"{name} d{n}", "ok": err < 0.02,
+                         "message": f"relative L2 error {err:.2e} (limit 2e-2)"})
     return rows
 
 
@@ -410,7 +415,9 @@ def judged_seeds(sets: tuple[int, ...] = (1, 4), seeds: range = range(1000, 1012
 def sink_errors() -> dict:
     """Runs in the interpreter child: one outlier key (+500 in every dimension at position 0, as an
     attention sink), causal, bf16, a loss on the output: dQ's relative L2 error against float64, the
-    bf16 reference's, and whether the verifier's judge passes dQ."""
+    bf16 reference's, and whether the verifier's judge passes dQ. Centred on the sequence's mean key
+    (which the outlier drags to ~8), dQ was off by 2.4e-2 and failed the judge; centred per row, 3.4e-3
+    (the bf16 reference 4.6e-3)."""
     from kernelagent.verifier.judge.compare import compare_leaf
 
     tri = load_file(FOLDER / "triton.py", "lib_attention_triton")
@@ -426,9 +433,6 @@ def sink_errors() -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known gap (attention card): dQ is centred on the sequence's mean key, which "
-                   "one outlier key drags far from the keys most rows attend; the rounding of O inside delta then "
-                   "costs those rows rs x (their keys - the mean): 2.4e-2 against the bf16 reference's 4.6e-3")
 def test_an_outlier_key_does_not_cost_dq_its_accuracy():
     code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention as t\n"
             "emit(t.sink_errors())\n")

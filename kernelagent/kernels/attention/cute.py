@@ -55,11 +55,10 @@ _LN2_C = tl.constexpr(LN2)
 # tile, 7.6 ms without the dS rounding correction (its cross-warp row sum every step).
 # (BLOCK_M, BLOCK_N, warps, stages, widest head dim). Compiled for sm_90a (tests/kernels/
 # test_attention.py): no spill at head dim 128 but up to 72 bytes in dK/dV's causal branch; at 256
-# neither spills.
+# dQ's causal branch spills 8 bytes. dQ tiles 128 keys wide (7.4 and 8.2 ms in that probe) spill
+# 24-32 bytes since dQ tracks each row's best key, and were dropped.
 BWD_TABLE = ((64, 64, 4, 2, 128), (64, 128, 8, 2, 128), (16, 64, 8, 2, 256), (32, 64, 8, 2, 256))
-DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (128, 128, 8, 2, 128),
-            (64, 128, 4, 2, 128), (64, 64, 8, 2, 256))
-MEAN_BLOCK = 64  # keys per step of the key-mean preprocess
+DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (64, 64, 8, 2, 256))
 
 
 def _configs(table) -> list[triton.Config]:
@@ -152,25 +151,6 @@ def _bwd_preprocess_kernel(Out, DO, DLSE, DELTA, CU_Q, so_b, so_s, so_h, sd_b, s
     if HAS_DLSE:
         delta -= tl.load(DLSE + at, mask=rows < sq, other=0.0)
     tl.store(DELTA + at, delta, mask=rows < sq)
-
-
-@triton.jit
-def _key_mean_kernel(K, KMEAN, CU_K, sk_b, sk_s, sk_h, seqlen_k, n_heads_k, HEAD_D: tl.constexpr,
-                     BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, BLOCK: tl.constexpr):
-    """KMEAN[b * Hkv + hk, :] = the mean key of the sequence in fp32 (zeros for an empty one): the
-    centre of the dQ kernel's correction."""
-    bh = tl.program_id(0)
-    b = bh // n_heads_k
-    hk = bh % n_heads_k
-    k_start, sk = _seq_span(CU_K, b, seqlen_k, VARLEN)
-    cols = tl.arange(0, BLOCK_D)
-    base = K + b.to(tl.int64) * sk_b + hk * sk_h + k_start.to(tl.int64) * sk_s
-    acc = tl.zeros([BLOCK, BLOCK_D], tl.float32)
-    for r0 in range(0, sk, BLOCK):
-        rows = r0 + tl.arange(0, BLOCK)
-        mask = (rows[:, None] < sk) & (cols[None, :] < HEAD_D)
-        acc += tl.load(base + rows[:, None].to(tl.int64) * sk_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    tl.store(KMEAN + bh.to(tl.int64) * BLOCK_D + cols, tl.sum(acc, 0) / tl.maximum(sk, 1).to(tl.float32))
 
 
 @triton.jit
@@ -326,8 +306,8 @@ def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
 
 
 @triton.jit
-def _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0, sk, off,
-              qk_scale, cap_scale, cap_log2, win_left, win_right,
+def _dq_phase(dq, rs, best, idx, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0,
+              sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
               MASK: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
               TMA: tl.constexpr, UPCAST: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
@@ -366,6 +346,13 @@ def _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s
             if HAS_LEFT:
                 keep &= cols[None, :] >= (local_m + (m0 + off - win_left))[:, None]
             p = tl.where(keep, p, 0.0)
+            seen = tl.where(keep, qk, -float("inf"))
+        else:
+            seen = qk
+        block_best, block_idx = tl.max(seen, 1, return_indices=True)  # the row's best-scoring key so far
+        better = block_best > best
+        best = tl.where(better, block_best, best)
+        idx = tl.where(better, n0 + block_idx, idx)
         dp = tl.dot(do, tl.trans(v))
         ds = p * (dp - delta[:, None])
         if SOFTCAP:
@@ -379,11 +366,11 @@ def _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s
             rs += tl.sum(ds_lo.to(tl.float32) - ds, 1)
         else:
             rs += tl.sum(ds_lo.to(tl.float32), 1)
-    return dq, rs
+    return dq, rs, best, idx
 
 
 @triton.jit
-def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, KMEAN, DQ, CU_Q, CU_K,
+def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
                     sq_b, sq_s, sq_h, sk_b, sk_s, sk_h, sv_b, sv_s, sv_h, sd_b, sd_s, sd_h, sdq_b, sdq_s, sdq_h,
                     sl_b, sl_h, st_plane, seqlen_q, seqlen_k, n_heads, group, sm_scale, qk_scale, cap_scale,
                     cap_log2, win_left, win_right, BUCKET_Q, BUCKET_K,
@@ -396,13 +383,16 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, KMEAN, DQ, CU_Q, CU_K,
     edge, unmasked middle, masked right edge); dQ is written once, in the input dtype (no atomics:
     deterministic).
 
-    Centring. dQ = sum_n dS_n K_n takes dS rounded to 16 bits; where K has a large mean c that
-    rounding, summed over the keys, dominates dQ (FlashAttention keeps it), and so does the rounding
-    of the stored O inside delta (sum_n dS_n, exactly dlse, comes out as dO.(O - O_16) + dlse). With
-    c the sequence's mean key (KMEAN): dQ = sum_n dS_16 K_n - c (sum_n dS_16 - dlse), i.e. the
-    product with K - c, whose error scales with K - c, not K. With a softcap sum_n dS has no closed
-    form: c sum_n (dS_16 - dS) is taken out (the rounding only). Row sums are within a thread's quad
-    (queries on rows): no cross-warp reduction in the loop."""
+    Centring. dQ = sum_n dS_n K_n takes dS rounded to 16 bits; where the keys a row attends sit far
+    from 0 (a large mean) that rounding, summed over the keys, dominates dQ (FlashAttention keeps it),
+    and so does the rounding of the stored O inside delta (sum_n dS_n, exactly dlse, comes out as
+    dO.(O - O_16) + dlse). With c_m the row's best-scoring key (tracked in the loop, read once at the
+    end): dQ_m = sum_n dS_16 K_n - c_m (sum_n dS_16 - dlse), the product with K - c_m, whose error
+    scales with how far the keys the row attends lie from c_m, not with K. A per-row centre, not the
+    sequence's mean key: an outlier key (an attention sink) or keys drifting along a causal sequence
+    pull a shared centre away from what most rows attend. With a softcap sum_n dS has no closed form:
+    c_m sum_n (dS_16 - dS) is taken out (the rounding only). Row sums and the running best are within
+    a thread's quad (queries on rows): no cross-warp reduction in the loop."""
     pid_m = tl.program_id(0)
     if REVERSE:  # causal: the query blocks with the most keys first
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -464,20 +454,24 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, KMEAN, DQ, CU_Q, CU_K,
 
         dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         rs = tl.zeros([BLOCK_M], tl.float32)
+        best = tl.full([BLOCK_M], -float("inf"), tl.float32)
+        idx = tl.zeros([BLOCK_M], tl.int32)
+        state = (dq, rs, best, idx)  # accumulator, row sums, best score and its key
         if HAS_LEFT:
-            dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo,
-                               m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
-                               HAS_RIGHT, SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
-        dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo, f_hi, m0,
-                           sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT, HAS_RIGHT,
-                           SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
-        dq, rs = _dq_phase(dq, rs, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_hi, n_hi, m0,
-                           sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT, HAS_RIGHT,
-                           SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+            state = _dq_phase(*state, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo, m0,
+                              sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT, HAS_RIGHT,
+                              SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        state = _dq_phase(*state, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo, f_hi, m0, sk,
+                          off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT, HAS_RIGHT, SOFTCAP,
+                          TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        dq, rs, best, idx = _dq_phase(*state, q, do, m2, l2, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_hi,
+                                      n_hi, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
+                                      HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
         if HAS_DLSE and not SOFTCAP:  # sum_n dS = dlse, but 0 for a query that sees no key (l2 = +inf)
             rs -= tl.where(l2 == float("inf"), 0.0, tl.load(DLSE + at + local_m, mask=row_ok, other=0.0))
-        centre = tl.load(KMEAN + (b64 * (n_heads // group) + hk) * BLOCK_D + cols_d)
-        dq = ((dq - rs[:, None] * centre[None, :]) * sm_scale).to(DQ.dtype.element_ty)
+        c_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D) & (sk > 0)  # rs is 0 where no key is seen
+        centre = tl.load(k_base + idx[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=c_mask, other=0.0)
+        dq = ((dq - rs[:, None] * centre.to(tl.float32)) * sm_scale).to(DQ.dtype.element_ty)
         if TMA:
             tl.make_tensor_descriptor(dq_base, [sq, HEAD_D], [sdq_s, 1], [BLOCK_M, BLOCK_D]).store([m0, 0], dq)
         else:
@@ -547,15 +541,6 @@ def _scales(scale: float, softcap: float | None) -> tuple[float, float, float]:
     return scale * LOG2E, scale / softcap, softcap * LOG2E
 
 
-def _key_mean(k: torch.Tensor, cu_k, batch: int, max_k: int, varlen: bool) -> torch.Tensor:
-    """KMEAN [batch * Hkv, BLOCK_D] fp32: each sequence's mean key, for the dQ kernel."""
-    d, hkv = k.shape[-1], k.shape[-2]
-    kmean = torch.empty((batch * hkv, _block_d(d)), dtype=torch.float32, device=k.device)
-    _key_mean_kernel[(batch * hkv,)](k, kmean, cu_k, *_strides(k, varlen), max_k, hkv, HEAD_D=d, BLOCK_D=_block_d(d),
-                                     VARLEN=varlen, BLOCK=MEAN_BLOCK)
-    return kmean
-
-
 def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: int, scale: float,
                 softcap: float | None, window) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from the saved output and softmax statistics (stats[0]: row max, stats[1]: log2 of
@@ -578,7 +563,6 @@ def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: in
     _bwd_preprocess_kernel[(triton.cdiv(max_q, PRE_BLOCK), batch * hq)](
         out, do, dlse_arg, delta, dummy, *_strides(out, varlen), *_strides(do, varlen), *sl, max_q, hq,
         HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_DLSE=dlse is not None, BLOCK_M=PRE_BLOCK)
-    kmean = _key_mean(k, ck, batch, max_k, varlen)
     tma = _tma_ok(q, k, v, do, dq, dk, dv)
     if tma and q.is_cuda:
         _ensure_tma_allocator()
@@ -606,7 +590,7 @@ def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: in
         return (triton.cdiv(max_q, meta["BLOCK_M"]), batch * hq)
 
     (_DQ if tuned else _attn_dq_kernel)[dq_grid](
-        q, k, v, do, stats, delta, dlse_arg, kmean, dq, dummy, ck, *_strides(q, varlen), *_strides(k, varlen),
+        q, k, v, do, stats, delta, dlse_arg, dq, dummy, ck, *_strides(q, varlen), *_strides(k, varlen),
         *_strides(v, varlen), *_strides(do, varlen), *_strides(dq, varlen), *sl, stats.stride(0), max_q, max_k, hq,
         hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(max_q), _bucket(max_k),
         REVERSE=has_r and win_r <= 0, HAS_DLSE=dlse is not None, **common, **dq_blocks)
