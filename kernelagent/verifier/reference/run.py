@@ -222,10 +222,10 @@ class ReferenceRunner:
                 if dist == "alt":
                     inputs = _alt_distribution(inputs, gen)
                 model.load_state_dict(states[state_idx])
-                trial = self._trial(len(trials), model, inputs, s_idx, k, dist, state_idx, gen)
+                trial = self._perturbed(len(trials), model, inputs, s_idx, k, dist, state_idx, gen)
                 if trial is None and state_idx:
                     model.load_state_dict(state0)
-                    trial = self._trial(len(trials), model, inputs, s_idx, k, dist, 0, gen)
+                    trial = self._perturbed(len(trials), model, inputs, s_idx, k, dist, 0, gen)
                 if trial is not None:
                     trials.append(trial)
             model.load_state_dict(state0)
@@ -256,7 +256,7 @@ class ReferenceRunner:
             return None
         gen = torch.Generator().manual_seed(self.secret + 31337)
         for scale, offset in WIDE_STEPS:
-            trial = self._trial(t, model, _widened(base, scale, offset), first["set"], 0, "wide", 0, gen)
+            trial = self._perturbed(t, model, _widened(base, scale, offset), first["set"], 0, "wide", 0, gen)
             if trial is not None:
                 trial["wide"] = {"scale": scale, "offset": offset}
                 return trial
@@ -273,8 +273,7 @@ class ReferenceRunner:
         data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
         gen = torch.Generator().manual_seed(self.secret + 4241)
         inputs = [pytree.tree_map(lambda v: _nudged(v, gen), x) for x in data["inputs"]]
-        trial = self._trial(t, model, inputs, first["set"], 0, "near", 0, gen)
-        return trial
+        return self._perturbed(t, model, inputs, first["set"], 0, "near", 0, gen)
 
     def _within_cap(self, sets: list[list[Any]], cap: int | None) -> list[int]:
         if not cap:
@@ -289,6 +288,23 @@ class ReferenceRunner:
                 f"on CPU, input set(s) {skipped} skipped: over {cap:,} elements, too large for the Triton "
                 f"interpreter (sizes {[sizes[i] for i in skipped]}); they run on the GPU")
         return keep
+
+    def _perturbed(self, t: int, model: torch.nn.Module, inputs: list[Any], s_idx: int, k: int, dist: str,
+                   state_idx: int, gen: torch.Generator) -> dict[str, Any] | None:
+        """_trial, where the verifier changed the problem's inputs (dist alt, wide or near) or its parameters:
+        a reference that raises there met inputs that break what the problem's own draws keep (sorted values,
+        lengths that sum to a size, positive-definite matrices), so the trial is dropped with a note rather
+        than the problem blamed. The problem's own draws (dist native, first parameters) still raise."""
+        if dist == "native" and not state_idx:
+            return self._trial(t, model, inputs, s_idx, k, dist, state_idx, gen)
+        try:
+            return self._trial(t, model, inputs, s_idx, k, dist, state_idx, gen)
+        except Exception as e:  # noqa: BLE001 - the problem's code on inputs the verifier made
+            self.notes.append(f"trial seed {k} set {s_idx} ({dist} inputs"
+                              f"{', re-initialised parameters' if state_idx else ''}): the reference raised "
+                              f"{type(e).__name__}: {str(e)[:120]}; dropped (the change broke an invariant of the "
+                              "problem's inputs)")
+            return None
 
     def _trial(self, t: int, model: torch.nn.Module, inputs: list[Any], s_idx: int, k: int, dist: str,
                state_idx: int, gen: torch.Generator) -> dict[str, Any] | None:

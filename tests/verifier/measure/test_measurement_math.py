@@ -252,6 +252,64 @@ def test_integer_outputs_must_match_exactly():
     assert not res.ok and "1 of 10" in res.message
 
 
+def test_an_index_may_follow_the_float64_reference_where_the_low_precision_one_differs():
+    """argmax of a bf16 matmul: a kernel taking it on its fp32 accumulator agrees with the float64 run where
+    the bf16 reference's rounding flips near ties (a red-team review found it rejected); an index matching
+    neither is still refused."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(512, 512, generator=gen).bfloat16()
+    w = torch.randn(512, 4096, generator=gen).bfloat16()
+    native = (x @ w).argmax(-1)
+    truth = (x.double() @ w.double()).argmax(-1)
+    accurate = (x.float() @ w.float()).argmax(-1)
+    assert not torch.equal(native, truth)  # the case exists: the bf16 reference flips some rows
+    assert torch.equal(accurate, truth) and compare_leaf("idx", accurate, native, truth, None).ok
+    wrong = truth.clone()
+    wrong[0] = (wrong[0] + 1) % 4096
+    assert not compare_leaf("idx", wrong, native, truth, None).ok
+
+
+def _fp16_matmul_with_an_overflow():
+    """A 256 x 256 fp16 matmul whose true value at [7, 7] is past fp16's range (torch's fp16 result: Inf)."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 512, generator=gen).half()
+    w = torch.randn(512, 256, generator=gen).half() / 22
+    truth = a.double() @ w.double()
+    native = (a.float() @ w.float()).half()
+    truth[7, 7], native[7, 7] = 70000.0, math.inf
+    return truth, native
+
+
+def test_a_true_value_past_the_dtypes_range_takes_inf_or_the_largest_value():
+    truth, native = _fp16_matmul_with_an_overflow()
+    assert compare_leaf("y", native.clone(), native, truth, None).ok  # exactly the reference: Inf there
+    saturated = native.clone()
+    saturated[7, 7] = 65504.0
+    assert compare_leaf("y", saturated, native, truth, None).ok
+    for value in (0.0, -math.inf, 1000.0):
+        wrong = native.clone()
+        wrong[7, 7] = value
+        assert not compare_leaf("y", wrong, native, truth, None).ok, value
+
+
+def test_an_inf_of_the_reference_does_not_switch_the_l2_bound_off():
+    """One overflowed element made the reference's own L2 error, and so the allowance, infinite: output
+    rounded to bf16 (8 significant bits instead of 11) passed with it and failed without (red team)."""
+    truth, native = _fp16_matmul_with_an_overflow()
+    coarse = truth.bfloat16().half()
+    coarse[7, 7] = 65504.0
+    res = compare_leaf("y", coarse, native, truth, None)
+    assert not res.ok and res.allowed_l2 is not None and math.isfinite(res.allowed_l2), res.summary()
+    # the reference overflowing in an intermediate where the true value fits: that element is judged
+    # against the truth, the others against the reference's finite error
+    native2 = native.clone()
+    native2[3, 3] = math.inf
+    honest = truth.half()
+    honest[7, 7] = math.inf
+    assert compare_leaf("y", honest, native2, truth, None).ok
+    assert not compare_leaf("y", coarse, native2, truth, None).ok
+
+
 _METRICS = ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
             "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
             "launch__registers_per_thread", "smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio")
