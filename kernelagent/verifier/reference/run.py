@@ -35,7 +35,10 @@ def _numel(values: list[Any]) -> int:
 
 
 def _alt_distribution(values: list[Any], gen: torch.Generator) -> list[Any]:
-    """Same shapes and dtypes, other values: mean + std * randn (abs() where the original was >= 0)."""
+    """Same shapes and dtypes, other values: mean + std * randn (abs() where the original was >= 0), placed
+    in the order of the original values, so that equal values stay equal and the order of every pair is
+    kept (a sorted tensor stays sorted, a two-valued mask two-valued): a kernel may rely on what the
+    problem's draws keep, such as sorted boundaries for a binary search."""
     def redraw(x: Any) -> Any:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() < 2:
             return x
@@ -43,11 +46,11 @@ def _alt_distribution(values: list[Any], gen: torch.Generator) -> list[Any]:
         mean, std = float(xf.mean()), float(xf.std())
         if not math.isfinite(std) or std == 0.0:
             return x
-        noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
-        alt = mean + std * noise
+        distinct, where = torch.unique(xf.reshape(-1), sorted=True, return_inverse=True)
+        draw = mean + std * torch.randn(distinct.numel(), generator=gen, dtype=torch.float64)
         if float(xf.min()) >= 0:
-            alt = alt.abs()
-        return alt.to(x.dtype)
+            draw = draw.abs()
+        return draw.sort().values.to(x.device)[where].reshape(x.shape).to(x.dtype)
     return [pytree.tree_map(redraw, v) for v in values]
 
 
@@ -82,16 +85,32 @@ NEAR_CHANGES = 16
 
 
 def _nudged(x: Any, gen: torch.Generator) -> Any:
-    """A copy of `x` with NEAR_CHANGES elements replaced by other elements of `x` (values stay in range)."""
+    """A copy of `x` with up to NEAR_CHANGES elements changed, each to a value between its own and the next larger
+    value of the tensor, and only where its value occurs once: the order of every pair is kept (a sorted
+    tensor stays sorted), so only a cache keyed on sampled content can tell. A tensor with no such
+    element (every value repeated) gets elements copied from other positions instead."""
     if not isinstance(x, torch.Tensor) or x.numel() < 2 or x.dtype == torch.bool:
         return x
-    out = x.detach().clone()
-    flat = out.view(-1) if out.is_contiguous() else out.reshape(-1)
+    flat = x.detach().reshape(-1).clone()
     n = flat.numel()
-    dst = torch.randint(n, (min(NEAR_CHANGES, n),), generator=gen).to(flat.device)
-    src = torch.randint(n, (dst.numel(),), generator=gen).to(flat.device)
-    flat[dst] = flat[src].clone()
-    return flat.view(out.shape) if not out.is_contiguous() else out
+    distinct, counts = torch.unique(flat, sorted=True, return_counts=True)
+    pos = torch.randint(n, (4 * NEAR_CHANGES,), generator=gen).to(flat.device)
+    vals = flat[pos]
+    at = torch.searchsorted(distinct, vals)
+    nxt = distinct[(at + 1).clamp(max=distinct.numel() - 1)]
+    if flat.is_floating_point():
+        mid = ((vals.double() + nxt.double()) / 2).to(flat.dtype)
+    else:
+        mid = vals + (nxt - vals) // 2
+    ok = (counts[at] == 1) & (at + 1 < distinct.numel()) & (mid > vals) & (mid < nxt)
+    if bool(ok.any()):
+        chosen = ok.nonzero().flatten()[:NEAR_CHANGES]
+        flat[pos[chosen]] = mid[chosen]
+    else:
+        dst = torch.randint(n, (min(NEAR_CHANGES, n),), generator=gen).to(flat.device)
+        src = torch.randint(n, (dst.numel(),), generator=gen).to(flat.device)
+        flat[dst] = flat[src].clone()
+    return flat.view(x.shape)
 
 
 def _upcast(values: list[Any]) -> list[Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelagent.verifier import protocol as P
 from kernelagent.verifier.reference.run import ReferenceRunner
@@ -53,12 +54,44 @@ def get_init_inputs():
 '''
 
 
+BUCKETIZE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, boundaries):
+        return torch.bucketize(x, boundaries)
+
+
+def get_inputs():
+    return [torch.randn(512), torch.sort(torch.randn(64)).values]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _run(tmp_path: Path, source: str) -> dict:
     problem = tmp_path / "op.py"
     problem.write_text(source)
     runner = ReferenceRunner(P.ReferenceRequest(problem=str(problem), device="cpu", secret=11, seeds=3,
                                                 out_dir=str(tmp_path / "ref"), cpu_max_elements=1_000_000))
     return runner.run()
+
+
+def test_perturbed_inputs_keep_the_order_of_their_values(tmp_path):
+    """The second distribution and the near trial change values but keep every pair's order, so sorted
+    boundaries stay sorted (a review found an honest bucketize kernel, a binary search, rejected on both)."""
+    meta = _run(tmp_path, BUCKETIZE)
+    pack = tmp_path / "ref" / "pack"
+    first = torch.load(pack / "inputs_0.pt")["inputs"]
+    for dist in ("alt", "near"):
+        trial = next(t for t in meta["trials"] if t["dist"] == dist)
+        x, bounds = torch.load(pack / f"inputs_{trial['id']}.pt")["inputs"]
+        assert bool((bounds[1:] >= bounds[:-1]).all()), dist
+        assert not torch.equal(x, first[0]) or not torch.equal(bounds, first[1]), dist
 
 
 def test_a_reference_that_raises_on_perturbed_inputs_loses_that_trial_only(tmp_path):
