@@ -269,6 +269,20 @@ def test_an_index_may_follow_the_float64_reference_where_the_low_precision_one_d
     assert not compare_leaf("idx", wrong, native, truth, None).ok
 
 
+def test_a_python_float_may_be_as_far_from_the_truth_as_the_reference_is():
+    """A sum that cancels, returned with .item(): an honest kernel adding in another order is as far from the
+    float64 result as the reference (a review found it rejected by the rel 1e-6 rule); twice that is not."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1 << 16, generator=gen) * 1000
+    truth = float((x.double() - x.double().mean()).sum())
+    native = float((x - x.mean()).sum())
+    blocked = float((x - x.mean()).view(256, 256).sum(1).sum())
+    assert not math.isclose(blocked, native, rel_tol=1e-6, abs_tol=1e-9)  # the old rule refused it
+    assert abs(blocked - truth) <= 2 * abs(native - truth)
+    assert compare_leaf("s", blocked, native, truth, None).ok
+    off = truth + 3 * abs(native - truth) + 1.0
+    assert not compare_leaf("s", off, native, truth, None).ok
+
 def _fp16_matmul_with_an_overflow():
     """A 256 x 256 fp16 matmul whose true value at [7, 7] is past fp16's range (torch's fp16 result: Inf)."""
     gen = torch.Generator().manual_seed(0)
