@@ -304,9 +304,10 @@ def _dq_phase(dq, rs, best, idx, q, do, m2, l2, delta, k_desc, v_desc, k_base, v
               TMA: tl.constexpr, UPCAST: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """dQ rows m0 + local_m over key blocks [start, end): P again from the forward's statistics,
-    dS = P (dP - delta), dQ += dS_16 K, and rs += the row sums the correction needs (see
-    _attn_dq_kernel): of dS_16, or with a softcap of dS_16 - dS. MASK: key-length, causal and window
-    masks element-wise (the block past the sequence's end is always a masked one)."""
+    dS = P (dP - delta), dQ += dS_16 K, rs += the row sums the correction needs (see _attn_dq_kernel):
+    of dS_16, or with a softcap of dS_16 - dS; best, idx: each row's best score so far and its key (the
+    correction's centre). MASK: key-length, causal and window masks element-wise (the block past the
+    sequence's end is always a masked one)."""
     dtype = k_base.dtype.element_ty
     local_m = tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
