@@ -187,14 +187,17 @@ class ReferenceRunner:
         detached = [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves]
         return detached, grads_dict(grads, req_grad, named), structure
 
-    def grad_outputs_for(self, model: torch.nn.Module, inputs: list[Any], gen: torch.Generator) -> list[Any]:
+    def grad_outputs_for(self, model: torch.nn.Module, inputs: list[Any], gen: torch.Generator
+                         ) -> tuple[list[Any], list[int]]:
+        """(upstream gradients for the reference's differentiable output leaves, those leaves' positions)."""
         ins = tensorio.clone_leaves(inputs)
         for t in _float_tensors(ins):
             t.requires_grad_(True)
         out = model(*ins)
         leaves, _ = tensorio.flatten(out)
-        return [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device, x.dtype)
-                for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+        at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and x.requires_grad]
+        return [torch.randn(leaves[i].shape, generator=gen, dtype=torch.float64).to(leaves[i].device, leaves[i].dtype)
+                for i in at], at
 
     def reference64(self, model: torch.nn.Module, inputs: list[Any], gos: list[Any] | None
                     ) -> tuple[list[Any] | None, list[Any] | None, str]:
@@ -327,7 +330,7 @@ class ReferenceRunner:
 
     def _trial(self, t: int, model: torch.nn.Module, inputs: list[Any], s_idx: int, k: int, dist: str,
                state_idx: int, gen: torch.Generator) -> dict[str, Any] | None:
-        gos = self.grad_outputs_for(model, inputs, gen) if self.backward else None
+        gos, positions = self.grad_outputs_for(model, inputs, gen) if self.backward else (None, None)
         native, grads, structure = self.forward(model, inputs, gos)
         aliases = self.last_aliases
         if not _finite(native) and (state_idx or dist in ("alt", "wide", "near")):
@@ -336,7 +339,8 @@ class ReferenceRunner:
                                   f"{'re-initialised parameters' if state_idx else 'the second distribution'}; dropped")
             return None
         f64, grads64, where64 = self.reference64(model, inputs, gos)
-        tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos})
+        tensorio.save(self.pack / f"inputs_{t}.pt", {"inputs": inputs, "state": state_idx, "grad_outputs": gos,
+                                                     "grad_positions": positions})
         # save copies the outputs off the device itself
         tensorio.save(self.ref_dir / f"ref_{t}.pt", {"native": native, "f64": f64, "grads_native": grads,
                                                      "grads_f64": grads64})

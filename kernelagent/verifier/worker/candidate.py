@@ -48,6 +48,22 @@ _device_synchronize = torch.cuda.synchronize
 _isnan = torch.isnan
 
 
+
+def _differentiated(leaves: list[Any], positions: list[int] | None) -> list[Any]:
+    """The candidate's outputs to differentiate: at the reference's differentiable positions when known (an
+    extra output the candidate leaves differentiable, such as a mask without mark_non_differentiable, is not
+    paired with another output's gradient; an output the reference differentiates may not come back
+    detached, which would skip its backward), else every output that carries a graph."""
+    if positions is None:
+        return [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+    flat = [i for i in positions if i >= len(leaves) or not (isinstance(leaves[i], torch.Tensor)
+                                                            and leaves[i].requires_grad)]
+    if flat:
+        raise CandidateFailure("runtime_error", f"output(s) {flat} carry no autograd graph where the reference's "
+                               "do (BACKWARD = True): return them from a torch.autograd.Function whose backward "
+                               "computes their gradient")
+    return [leaves[i] for i in positions]
+
 class CandidateFailure(Exception):
     """A failure blamed on the candidate, with its category (see report.CATEGORIES)."""
 
@@ -191,8 +207,14 @@ class CandidateRunner:
             self.facts.params = {"missing_in_candidate": sorted(set(src) - set(matched)),
                                  "extra_in_candidate": sorted(set(own) - set(src))}
 
-    def call(self, inputs: list[Any], grad_outputs: list[Any] | None, poison: str | None) -> dict[str, Any]:
-        """One forward (and backward) on fresh buffers; returns outputs and the records' findings."""
+    def call_saved(self, data: dict[str, Any], poison: str | None) -> dict[str, Any]:
+        """call() on a trial's saved inputs (with its upstream gradients and their output positions)."""
+        return self.call(data["inputs"], data.get("grad_outputs"), poison, data.get("grad_positions"))
+
+    def call(self, inputs: list[Any], grad_outputs: list[Any] | None, poison: str | None,
+             positions: list[int] | None = None) -> dict[str, Any]:
+        """One forward (and backward) on fresh buffers; returns outputs and the records' findings. `positions`:
+        the output leaves the reference differentiates (grad_outputs go to those, in order)."""
         ins = tensorio.clone_leaves(inputs)
         pristine = tensorio.clone_leaves(inputs)
         rec = OpRecorder(poison=poison)
@@ -203,7 +225,7 @@ class CandidateRunner:
         try:
             with guard.hidden_modules():
                 if self.backward:
-                    grads, leaves, structure = self._forward_backward(ins, grad_outputs, rec)
+                    grads, leaves, structure = self._forward_backward(ins, grad_outputs, rec, positions)
                 else:
                     with torch.no_grad(), rec:
                         out = self.model(*ins)
@@ -229,15 +251,15 @@ class CandidateRunner:
                           copied=copied)
         return {"leaves": leaves, "grads": grads, "facts": facts}
 
-    def _forward_backward(self, ins: list[Any], grad_outputs: list[Any] | None, rec: OpRecorder
-                          ) -> tuple[dict[str, Any], list[Any], str]:
+    def _forward_backward(self, ins: list[Any], grad_outputs: list[Any] | None, rec: OpRecorder,
+                          positions: list[int] | None = None) -> tuple[dict[str, Any], list[Any], str]:
         diff = [x for x in pytree.tree_leaves(ins) if isinstance(x, torch.Tensor) and x.is_floating_point()]
         for t in diff:
             t.requires_grad_(True)
         with rec:
             out = self.model(*ins)
             leaves, structure = check_outputs(out)
-            outs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+            outs = _differentiated(leaves, positions)
             if not outs:
                 raise CandidateFailure(
                     "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
@@ -275,12 +297,12 @@ class CandidateRunner:
             data = self.trials[trial["id"]]
             self.load_state(data["state"])
             t = _perf()
-            res = self.call(data["inputs"], data.get("grad_outputs"), poison="nan")
+            res = self.call_saved(data, "nan")
             if "first_call_seconds" not in self.facts.io:  # the first call compiles the kernels
                 self.facts.io["first_call_seconds"] = round(_perf() - t, 4)
             self.save(f"cand_{trial['id']}", res)
             if _has_nan(res["leaves"]):  # unwritten or computed NaN? a run with a finite poison tells
-                again = self.call(data["inputs"], data.get("grad_outputs"), poison="sentinel")
+                again = self.call_saved(data, "sentinel")
                 self.save(f"sentinel_{trial['id']}", again)
                 self.facts.probe_calls[f"sentinel_{trial['id']}"] = again["facts"]
             self.facts.trials[trial["id"]] = res["facts"]
@@ -292,7 +314,7 @@ class CandidateRunner:
         data = self.trials[first["id"]]
         self.load_state(data["state"])
         for name, poison in (("repeat", "nan"), ("sentinel", "sentinel")):
-            res = self.call(data["inputs"], data.get("grad_outputs"), poison=poison)
+            res = self.call_saved(data, poison)
             self.save(name, res)
             self.facts.probe_calls[name] = res["facts"]
         partner = next((t for t in self.meta["trials"] if t["id"] != first["id"] and t["state"] == first["state"]
@@ -360,7 +382,7 @@ class CandidateRunner:
 
         first = self.meta["trials"][0]
         data = self.trials[first["id"]]
-        self.call(data["inputs"], data.get("grad_outputs"), poison=None)
+        self.call_saved(data, None)
         outcome, note = cute_support.compile_only_outcome(self.launches.stats)
         self.facts.compile_only = {"outcome": outcome, "note": note}
 
@@ -458,11 +480,11 @@ def run_single(req: CandidateRequest, state: guard.GuardState) -> dict[str, Any]
     tid = (main or trials)[0]["id"] if req.main_set else trials[0]["id"]
     data = runner.trials[tid]
     runner.load_state(data["state"])
-    runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    runner.call_saved(data, None)
     marked = runner.device == "cuda"  # the NVTX range exists for ncu; without a GPU there is none
     if marked:
         torch.cuda.nvtx.range_push(NVTX_RANGE)
-    res = runner.call(data["inputs"], data.get("grad_outputs"), poison=None)
+    res = runner.call_saved(data, None)
     if marked:
         torch.cuda.nvtx.range_pop()
     return {"trial": tid, "launches": res["facts"].launches}
