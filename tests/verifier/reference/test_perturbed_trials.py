@@ -107,3 +107,43 @@ def test_the_problems_own_draws_raising_is_still_an_error(tmp_path):
     broken = SEGMENTS.replace("torch.tensor([4, 12, 16, 32])", "torch.tensor([4, 12, 16, 31])")
     with pytest.raises(RuntimeError):
         _run(tmp_path, broken)
+
+
+MIXED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, w):
+        return (x.half() @ w.half()).float()
+
+
+def get_inputs():
+    return [torch.randn(128, 512), torch.randn(512, 128) / 16]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_casts_inside_the_reference_do_not_round_its_float64_truth(tmp_path):
+    """The float64 run keeps float64 through the reference's own narrowing casts: the truth differs from the
+    reference, whose fp16 rounding becomes the floor, so an honest fp16 matmul summing in another order
+    passes and a bf16 one does not (before, truth equalled the reference, the floor was 0, and both failed
+    fp32's bounds; red-team review)."""
+    from kernelagent.verifier import tensorio
+    from kernelagent.verifier.judge.compare import compare_leaf
+
+    _run(tmp_path, MIXED)
+    ref = tensorio.load(tmp_path / "ref" / "ref" / "ref_0.pt", "cpu")
+    x, w = tensorio.load(tmp_path / "ref" / "pack" / "inputs_0.pt", "cpu")["inputs"]
+    native, truth = ref["native"][0], ref["f64"][0]
+    assert not torch.equal(native.double(), truth.double())
+    xh, wh = x.half().float(), w.half().float()
+    split_k = sum(xh[:, k:k + 128] @ wh[k:k + 128] for k in range(0, 512, 128)).half().float()
+    assert not torch.equal(split_k, native)  # rounds some elements the other way
+    assert compare_leaf("y", split_k, native, truth, None).ok
+    coarse = (x.bfloat16() @ w.bfloat16()).float()
+    assert not compare_leaf("y", coarse, native, truth, None).ok
