@@ -184,11 +184,18 @@ def _program_home(program: str) -> list[str]:
     return [os.path.dirname(os.path.dirname(os.path.abspath(program)))]
 
 
-def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict, report: int | None) -> None:
+def _child(cmd: list[str], spaces: list[str], errors: dict[str, str], opts: dict, report: int | None,
+           lifeline: int | None = None) -> None:
     """PID 1 of the sandbox: dies with the launcher, sets up mounts and loopback, then runs CMD as its child
-    and writes CMD's wait status to `report` (None: no pid namespace, so this process becomes CMD)."""
+    and writes CMD's wait status to `report` (None: no pid namespace, so this process becomes CMD).
+    `lifeline`: the read end of a pipe only the launcher holds open; at EOF after the death signal is set,
+    the launcher died before that (between fork and prctl, where no signal would come), so this exits."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
+        if lifeline is not None:
+            if select.select([lifeline], [], [], 0)[0]:  # EOF: the launcher is gone already
+                os._exit(128 + _signal.SIGKILL)
+            os.close(lifeline)
         env = dict(os.environ)
         keep = [*opts["keep"], *_program_home(cmd[0])]
         mounts = private_mounts(keep, opts["run"], opts["readonly"], opts["hide"]) if "mount" in spaces else {
@@ -351,11 +358,14 @@ def main(argv: list[str]) -> None:
     if "pid" not in spaces:  # nothing to be PID 1 of: become the command itself
         _child(cmd, spaces, errors, opts, None)
     read_end, write_end = os.pipe()
+    life_read, life_write = os.pipe()  # held open by this launcher only, never written
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        _child(cmd, spaces, errors, opts, write_end)
+        os.close(life_write)
+        _child(cmd, spaces, errors, opts, write_end, life_read)
     os.close(write_end)
+    os.close(life_read)
     _relay(pid, read_end, parent)
 
 

@@ -240,3 +240,22 @@ def test_a_readonly_folder_keeps_its_files_modes_and_times(tmp_path: Path):
     after = os.stat(inputs / "problem.py")
     assert (after.st_mode, after.st_mtime) == (before.st_mode, before.st_mtime)
     assert sorted(os.listdir(inputs)) == ["problem.py"]
+
+
+def test_pid_1_whose_launcher_died_before_its_death_signal_was_set_exits(tmp_path):
+    """The launcher killed between fork and PID 1's prctl(PR_SET_PDEATHSIG): no signal would ever come, and PID 1
+    went on to run the command under no one (CI, loaded: two processes left). PID 1 reads EOF on a pipe only the
+    launcher holds and exits before running anything."""
+    from kernelagent.verifier.sandbox import nsinit
+
+    marker = tmp_path / "ran"
+    pid = os.fork()
+    if pid == 0:  # stands in for PID 1 after the fork, its launcher already gone (the write end closed)
+        life_read, life_write = os.pipe()
+        os.close(life_write)
+        try:
+            nsinit._child(["/bin/sh", "-c", f"touch {marker}"], [], {}, {}, None, life_read)
+        finally:
+            os._exit(3)  # not reached when _child exits as it should
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGKILL and not marker.exists()
