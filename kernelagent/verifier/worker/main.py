@@ -177,8 +177,11 @@ def main() -> None:
     walls = walls or confine.enter(workdir, settings)
     env.update(mode=mode, sandbox_network=netns or confine.network_note(walls), import_seconds=import_seconds,
                confinement=walls)
-    # what applied, read by the parent before any candidate code can exist in this process
-    (workdir / "ready").write_text(json.dumps(walls, default=str))
+    # what applied, read by the parent before any candidate code can exist in this process; renamed into
+    # place whole: the parent reads it as soon as the name exists (a half-written file read as {} once
+    # left a report without its confinement, CI under load)
+    (workdir / "ready.part").write_text(json.dumps(walls, default=str))
+    os.replace(workdir / "ready.part", workdir / "ready")
     line = _read_request(workdir)
     if not line.strip():
         os._exit(0)
