@@ -66,24 +66,6 @@ def defaults_for(dtype: torch.dtype) -> dict[str, float]:
     return DTYPE_DEFAULTS.get(dtype, DTYPE_DEFAULTS[torch.float32])
 
 
-NARROWER = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def _element_rules(dtype: torch.dtype, floor_l2: float) -> dict[str, float]:
-    """The element bound's atol and rtol: `dtype`'s, or those of the first narrower float type whose L2 band
-    holds the reference's own error. A reference that rounds to fp16 inside an fp32 problem errs like fp16
-    (its float64 run keeps float64, reference/run.py), and an honest fp16 kernel summing in another order
-    rounds elements the other way; the leaf's L2 allowance stays `dtype`'s (twice the reference's error at
-    most), so a kernel computing more coarsely than the reference still fails."""
-    if dtype not in NARROWER:
-        return defaults_for(dtype)
-    for narrower in NARROWER[NARROWER.index(dtype):]:
-        rules = defaults_for(narrower)
-        if floor_l2 <= rules["l2_cap"]:
-            return rules
-    return defaults_for(torch.bfloat16)
-
-
 def allowed_rel_l2(dtype: torch.dtype, floor_l2: float) -> float:
     """The relative L2 error a leaf of `dtype` may have when the reference in that dtype errs by `floor_l2`:
     a modest multiple of that floor within the dtype's band, never less than twice the floor."""
@@ -194,9 +176,8 @@ def _compare_float(name: str, got: torch.Tensor, native: torch.Tensor, f64: torc
         allowed_l2 = None
     else:
         d = defaults_for(native.dtype)
-        e = _element_rules(native.dtype, floor_l2)
         scale = max(1.0, float(t.pow(2).mean().sqrt()))
-        base = e["atol"] * scale + e["rtol"] * t.abs()
+        base = d["atol"] * scale + d["rtol"] * t.abs()
         bound = base + ELEM_FLOOR_MULT * floor_elem
         allowed_l2 = allowed_rel_l2(native.dtype, floor_l2)
     bad = diff > bound

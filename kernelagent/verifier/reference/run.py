@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from kernelagent.problem import LoadedProblem, load_problem, problem_error
@@ -114,35 +113,6 @@ def _nudged(x: Any, gen: torch.Generator) -> Any:
     return flat.view(x.shape)
 
 
-_NARROWING = (torch.Tensor.half, torch.Tensor.bfloat16, torch.Tensor.float)
-
-
-def _narrow(value: Any) -> bool:
-    return isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64
-
-
-class _KeepFloat64(TorchFunctionMode):
-    """Around the float64 reference: casts of float64 tensors to a narrower float (`.half()`, `.bfloat16()`,
-    `.float()`, `.to(dtype)`, `.type(dtype)`) and narrower float `dtype=` arguments keep float64, so the truth
-    is the computation without the reference's own rounding. A reference written `(x.half() @ w.half())
-    .float()` otherwise rounds in its float64 run too: truth equal to the reference, a floor of 0, and an
-    honest fp16 kernel summing in another order held to fp32's bounds (red-team review, 2026-12-02)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if func in _NARROWING and src is not None and src.dtype == torch.float64:
-            return src.clone()  # a narrowing cast copies
-        narrowed = False
-        if func in (torch.Tensor.to, torch.Tensor.type) and src is not None and src.dtype == torch.float64:
-            narrowed = any(_narrow(a) for a in args) or _narrow(kwargs.get("dtype"))
-            args = tuple(torch.float64 if _narrow(a) else a for a in args)
-        if _narrow(kwargs.get("dtype")):
-            kwargs["dtype"] = torch.float64
-        out = func(*args, **kwargs)
-        return out.clone() if narrowed and out is src else out
-
-
 def _upcast(values: list[Any]) -> list[Any]:
     def up(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
@@ -237,11 +207,7 @@ class ReferenceRunner:
                 m64 = copy.deepcopy(model).to(device=device, dtype=torch.float64)
                 ins = tensorio.move(_upcast(inputs), device)
                 g64 = tensorio.move(_upcast(gos), device) if gos is not None else None
-                try:
-                    with _KeepFloat64():
-                        leaves, grads, _ = self.forward(m64, ins, g64)
-                except (RuntimeError, NotImplementedError, TypeError):  # an op without float64: as written
-                    leaves, grads, _ = self.forward(m64, ins, g64)
+                leaves, grads, _ = self.forward(m64, ins, g64)
                 return leaves, grads, device  # tensorio.save copies them off the device
             except (RuntimeError, NotImplementedError, TypeError) as e:
                 last = e
