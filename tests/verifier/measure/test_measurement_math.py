@@ -283,6 +283,15 @@ def test_a_python_float_may_be_as_far_from_the_truth_as_the_reference_is():
     off = truth + 3 * abs(native - truth) + 1.0
     assert not compare_leaf("s", off, native, truth, None).ok
 
+def test_a_float64_reference_of_another_shape_is_no_truth():
+    """A reference that masks by value (`x[x != 0]` after a narrowing cast) can keep other elements in its float64
+    run: the leaf is then judged against the reference in its dtype instead of raising out of the judge."""
+    native = torch.randn(10)
+    other = torch.randn(12, dtype=torch.float64)
+    assert compare_leaf("y", native.clone(), native, other, None).ok
+    assert not compare_leaf("y", native + 1.0, native, other, None).ok
+
+
 def _fp16_matmul_with_an_overflow():
     """A 256 x 256 fp16 matmul whose true value at [7, 7] is past fp16's range (torch's fp16 result: Inf)."""
     gen = torch.Generator().manual_seed(0)
