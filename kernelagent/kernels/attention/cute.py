@@ -131,6 +131,31 @@ def _seq_span(cu_ptr, b, seqlen, VARLEN: tl.constexpr):
 
 
 @triton.jit
+def _key_blocks(m0, sq, sk, win_left, win_right, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(off, n_lo, f_lo, f_hi, n_hi) for the query block at m0: the key blocks [n_lo, n_hi) it reaches, of
+    which [f_lo, f_hi) every one of its queries sees whole (no mask); off = sk - sq aligns the causal
+    diagonal and the window bottom-right. Shared by the forward and the dQ kernel."""
+    off = sk - sq
+    m1 = tl.minimum(m0 + BLOCK_M, sq)
+    lo = 0
+    hi = sk
+    f_lo = 0
+    f_hi = sk // BLOCK_N
+    if HAS_LEFT:
+        lo = tl.maximum(m0 + off - win_left, 0)
+        f_lo = tl.cdiv(tl.maximum(m1 - 1 + off - win_left, 0), BLOCK_N)
+    if HAS_RIGHT:
+        hi = tl.minimum(m1 + off + win_right, sk)
+        f_hi = tl.minimum(f_hi, tl.maximum(m0 + off + win_right + 1, 0) // BLOCK_N)
+    n_lo = lo // BLOCK_N
+    n_hi = tl.maximum(tl.cdiv(tl.maximum(hi, 0), BLOCK_N), n_lo)
+    f_lo = tl.minimum(tl.maximum(f_lo, n_lo), n_hi)
+    f_hi = tl.minimum(tl.maximum(f_hi, f_lo), n_hi)
+    return off, n_lo, f_lo, f_hi, n_hi
+
+
+@triton.jit
 def _bwd_preprocess_kernel(Out, DO, DLSE, DELTA, CU_Q, so_b, so_s, so_h, sd_b, sd_s, sd_h, sl_b, sl_h,
                            seqlen_q, n_heads, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr,
                            HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr):
@@ -436,22 +461,8 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
         delta = tl.load(DELTA + at + local_m, mask=row_ok, other=0.0)
 
         # key blocks: [n_lo, f_lo) masked | [f_lo, f_hi) seen by every query | [f_hi, n_hi) masked
-        off = sk - sq
-        m1 = tl.minimum(m0 + BLOCK_M, sq)
-        lo = 0
-        hi = sk
-        f_lo = 0
-        f_hi = sk // BLOCK_N
-        if HAS_LEFT:
-            lo = tl.maximum(m0 + off - win_left, 0)
-            f_lo = tl.cdiv(tl.maximum(m1 - 1 + off - win_left, 0), BLOCK_N)
-        if HAS_RIGHT:
-            hi = tl.minimum(m1 + off + win_right, sk)
-            f_hi = tl.minimum(f_hi, tl.maximum(m0 + off + win_right + 1, 0) // BLOCK_N)
-        n_lo = lo // BLOCK_N
-        n_hi = tl.maximum(tl.cdiv(tl.maximum(hi, 0), BLOCK_N), n_lo)
-        f_lo = tl.minimum(tl.maximum(f_lo, n_lo), n_hi)
-        f_hi = tl.minimum(tl.maximum(f_hi, f_lo), n_hi)
+        off, n_lo, f_lo, f_hi, n_hi = _key_blocks(m0, sq, sk, win_left, win_right, HAS_LEFT, HAS_RIGHT, BLOCK_M,
+                                                  BLOCK_N)
 
         dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         rs = tl.zeros([BLOCK_M], tl.float32)
