@@ -34,8 +34,10 @@ LOOP_FWD = (4096, 8)  # (column block, num_warps)
 # ptxas for sm_90: 4096 with 8 warps takes 245 registers (one program an SM, not two), 8192 with 16
 # spills 88 bytes a thread, 16384 spills 360+; `rowwise_peers.py --tune` times the alternatives.
 # 1024 and 2048 from its backward tune (rowwise_tuning_backward.json, 2**27 bf16 elements): 3.66 / 3.59
-# TB/s against 2.89 / 2.98 for (1024, 2, 8, 4) / (2048, 1, 8, 2) before and torch.compile's 3.06 / 2.91.
-BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 4, 8, 4), (1024, 2, 4, 4),
+# TB/s against 2.89 / 2.98 for (1024, 2, 8, 4) / (2048, 1, 8, 2) before and torch.compile's 3.06 / 2.91;
+# 512 from the eighth session's (rowwise_tuning_layernorm_512.json): 3.02 TB/s against 2.80 for (512, 4, 8,
+# 4) and torch.compile's 3.26 (still behind); 8192's entry was the best there.
+BWD_TABLE = ((64, 16, 4, 4), (128, 8, 4, 4), (256, 4, 4, 4), (512, 2, 4, 4), (1024, 2, 4, 4),
              (2048, 1, 4, 4), (4096, 1, 8, 2), (8192, 1, 16, 1))
 LOOP_BWD = (4096, 8, 1)  # (column block, num_warps, programs per SM)
 # Rows past BWD_TABLE from this padded width up take the split backward instead of LOOP_BWD (whose
