@@ -149,19 +149,22 @@ def _with_bw(t: dict[str, Any], bytes_fwd: int, mode: str) -> dict[str, Any]:
 
 
 def ce_sweep(rows: list[dict]) -> None:
-    """Our Triton row kernels' (BLOCK, warps, programs per SM; 0 = one program per row) for the fused
-    forward (gradient written in the same pass), the one the forward+backward target depends on, and for
-    the forward alone."""
+    """Our Triton row kernels' launch configurations: the split fused forward (BLOCK, warps, blocks a part;
+    the gradient written in the same pass), the whole-row fused kernel it replaced and the forward alone
+    (BLOCK, warps, programs per SM; 0 = one program per row)."""
     tri = _module("kernelagent.kernels.cross_entropy.triton")
     if tri is None:
         return
     n, v = CE_SHAPE
     sets = [[torch.randn(n, v, device="cuda", dtype=DT), torch.randint(0, v, (n,), device="cuda")] for _ in range(2)]
-    saved = dict(tri.CONFIGS)
-    grids = {"fused": [(16384, 32, 1), (8192, 32, 1), (16384, 16, 0), (8192, 16, 0), (16384, 8, 0)],
+    saved, saved_split = dict(tri.CONFIGS), tri.SPLIT_FUSED
+    grids = {"split": [(16384, 8, 1), (16384, 8, 2), (16384, 8, 4), (8192, 8, 2), (8192, 8, 4), (8192, 4, 4),
+                       (16384, 16, 2), (32768, 16, 1)],
+             "fused": [(16384, 8, 0), (16384, 16, 0)],
              "fwd": [(16384, 8, 0), (8192, 8, 0), (16384, 16, 0), (32768, 16, 0)]}
     try:
-        for kind, backward in (("fused", True), ("fwd", False)):
+        for kind, backward in (("split", True), ("fused", True), ("fwd", False)):
+            tri.SPLIT_FUSED = kind == "split"
             for config in grids[kind][: 2 if QUICK else None]:
                 tri.CONFIGS[kind] = config
                 base = {"op": "cross_entropy", "sweep": kind, "config": list(config),
@@ -170,6 +173,7 @@ def ce_sweep(rows: list[dict]) -> None:
             tri.CONFIGS[kind] = saved[kind]
     finally:
         tri.CONFIGS.update(saved)
+        tri.SPLIT_FUSED = saved_split
 
 
 # ----------------------------------------------------------------------- linear cross-entropy

@@ -40,6 +40,7 @@ CE_CASES = [
     ((7, 999), "float32", {"reduction": "sum", "z_loss": 1e-3, "softcap": 30.0}, False, 0, 20.0),
     ((5, 640), "float16", {"label_smoothing": 0.1, "z_loss": 1e-2, "softcap": 15.0}, True, 3, 4.0),
 ]
+SPLIT_CASES = (1, 2, 3, 5, 7, 8)  # rerun with each row in many parts: sum, none, weights, every option
 INPLACE_CASES = (1, 2, 8)  # also run with inplace_backward: sum, none (per-row scale), every option
 # reference.py sets each ModelNew is checked on (in the same child as the family's other checks):
 # cross_entropy: none, weights + smoothing, every option, all rows ignored; linear: one row, none, softcap
@@ -112,6 +113,13 @@ def ce_checks() -> dict[str, Any]:
     ref = _load(CE_DIR / "reference.py", "losses_ce_reference")
     rows = [r for i, case in enumerate(CE_CASES) for inplace in (False, True) if i in INPLACE_CASES or not inplace
             for r in _ce_case(ce, ref, case, inplace)]
+    # the split fused kernel with short blocks: every row in many parts (the CPU config's one or two)
+    saved = ce.CONFIGS["split"], ce.SPLIT_FUSED
+    ce.CONFIGS["split"], ce.SPLIT_FUSED = (256, 1, 2), True
+    try:
+        split = [r for i in SPLIT_CASES for r in _ce_case(ce, ref, CE_CASES[i], i in INPLACE_CASES)]
+    finally:
+        ce.CONFIGS["split"], ce.SPLIT_FUSED = saved
 
     x = torch.randn(4, 300, requires_grad=True)
     none_kept = ce.cross_entropy(x, torch.full((4,), -100))
@@ -124,7 +132,7 @@ def ce_checks() -> dict[str, Any]:
     module = ce.CrossEntropyLoss(weight=torch.rand(40) + 0.5, label_smoothing=0.1)
     torch_module = torch.nn.CrossEntropyLoss(weight=module.weight, label_smoothing=0.1)
     t = torch.tensor([1, 2, -100])
-    return {"rows": rows, "ignored": ignored, "huge": [float(huge), math.log(2.0) / 2],
+    return {"rows": rows, "split": split, "ignored": ignored, "huge": [float(huge), math.log(2.0) / 2],
             "module_close": bool(torch.allclose(module(x, t), torch_module(x, t), atol=1e-5)),
             "ops": _ce_ops(ce), "compiled": _ce_compiled(ce), "model": model_checks("cross_entropy", MODEL_SETS[0])}
 
@@ -318,6 +326,13 @@ def lce() -> dict:
 def test_cross_entropy_matches_float64_for_every_option(ce):
     rows = ce["rows"]
     assert len(rows) == 2 * (len(CE_CASES) + len(INPLACE_CASES))
+    assert not _failures(rows), "\n".join(_failures(rows))
+
+
+def test_cross_entropy_split_rows_match_float64(ce):
+    # the fused forward with 256-column parts (128 fp32): 3 to 79 programs a row meet per row
+    rows = ce["split"]
+    assert len(rows) == 2 * len(SPLIT_CASES)
     assert not _failures(rows), "\n".join(_failures(rows))
 
 
@@ -563,7 +578,8 @@ def test_gemm_masked_and_fp32_configs_compile():
 
 
 def _row_kernel_types(names: list[str], dtype: str) -> dict[str, str]:
-    ptr = {"logits_ptr": f"*{dtype}", "grad_ptr": f"*{dtype}", "target_ptr": "*i64", "weight_ptr": "*fp32"}
+    ptr = {"logits_ptr": f"*{dtype}", "grad_ptr": f"*{dtype}", "target_ptr": "*i64", "weight_ptr": "*fp32",
+           "sync_ptr": "*i32"}
     floats = ("eps", "z", "cap")
     return {n: ptr.get(n, "*fp32") if n.endswith("_ptr") else ("fp32" if n in floats else "i32") for n in names}
 
@@ -577,18 +593,22 @@ def test_row_kernels_gpu_configs_compile_without_spills(family):
     folder = CE_DIR if family == "cross_entropy" else LCE_DIR
     lib = load_file(folder / "triton.py", f"losses_{family}_aot")
     if family == "cross_entropy":
-        fn, (block, warps, _) = lib._ce_kernel, lib.CONFIGS["fused"]
-        modes = [{"MODE": 1, "REDUCTION": 2}, {"MODE": 2, "REDUCTION": 0}]
+        (block, warps, _), (split_block, split_warps, _) = lib.CONFIGS["fused"], lib.CONFIGS["split"]
+        runs = [(lib._ce_kernel, {"MODE": 2, "REDUCTION": 0, "BLOCK": block}, warps),
+                (lib._ce_split_kernel, {"PHASE": 0, "REDUCTION": 2, "PARTS": 8, "BLOCK": split_block}, split_warps)]
     else:
-        fn, (block, warps) = lib._rows_kernel, lib.CE_CONFIG
-        modes = [{"MODE": 1, "MEAN": True}, {"MODE": 2, "MEAN": False}]
-    names = [p.name for p in fn.params if not p.is_constexpr]
+        (block, warps) = lib.CE_CONFIG
+        runs = [(lib._rows_kernel, {"MODE": m, "MEAN": mean, "BLOCK": block}, warps)
+                for m, mean in ((1, True), (2, False))]
     for options in ({"HAS_WEIGHT": False, "SMOOTH": False, "HAS_Z": False, "HAS_SOFTCAP": False},
                     {"HAS_WEIGHT": True, "SMOOTH": True, "HAS_Z": True, "HAS_SOFTCAP": True}):
-        for mode in modes:
+        for fn, mode, warps in runs:
+            names = [p.name for p in fn.params if not p.is_constexpr]
             types = _row_kernel_types(names, "bf16")
-            divisible = tuple(n for n in names if n.endswith("_ptr") or n in ("n_cols", "stride", "grad_stride"))
-            res = _aot(fn, types, {**options, **mode, "BLOCK": block}, warps, divisible=divisible)
+            # what the GPU JIT sees as multiples of 16: pointers, V = 128256, strides, whole blocks a part
+            aligned = ("n_cols", "part_cols", "stride", "grad_stride")
+            divisible = tuple(n for n in names if n.endswith("_ptr") or n in aligned)
+            res = _aot(fn, types, {**options, **mode}, warps, divisible=divisible)
             assert res["ptxas_rc"] == 0 and res["spills"] == 0, (family, options, mode, res["spills"])
             # 128-bit loads, cache qualifiers allowed (ld.global.nc.v4, ld.global.L1::evict_last.L2::cache_hint.v4)
             assert re.search(r"ld\.global(\.[\w:]+)*\.v4\.", res["ptx"])
