@@ -43,8 +43,8 @@ REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 # 16384 x 16 0.503, 32768 x 16 0.610); fused forward+backward one program per row, 16384 x 8 (1.315 ms:
 # 16384 x 16 was 1.5 % faster at 1.295 ms but spills 8 bytes in the fused mode; one program per SM with
 # 32 warps 1.371, 8192 columns 1.44-1.49).
-CONFIGS = {"fwd": (16384, 8, 0), "fused": (16384, 8, 0), "bwd": (8192, 16, 0), "split": (16384, 8, 2)}
-SPLIT_FUSED = False  # the split kernel for the fused forward: slower on the H200 (losses_peers.py ce_sweep)
+CONFIGS = {"fwd": (16384, 8, 0), "fused": (16384, 8, 0), "bwd": (8192, 16, 0)}
+STAGES = {}  # experiment: software-pipelined row loops (tl.range num_stages) per kind
 SCALE_BLOCK = 8192
 SCALE_PROGRAMS_PER_SM = 16  # _scale_kernel's programs (rows strided over them) per SM
 SETUP_BLOCK = 4096
@@ -89,7 +89,7 @@ def _ce_setup_kernel(target_ptr, weight_ptr, denom_ptr, wsum_ptr, n_rows, n_cols
 def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr, lse_ptr, dloss_ptr, grad_ptr,
                n_rows, n_cols, stride, grad_stride, ignore_index, eps, z, cap, HAS_WEIGHT: tl.constexpr,
                SMOOTH: tl.constexpr, HAS_Z: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MODE: tl.constexpr,
-               REDUCTION: tl.constexpr, BLOCK: tl.constexpr):
+               REDUCTION: tl.constexpr, BLOCK: tl.constexpr, STAGES: tl.constexpr = 1):
     """Rows of the cross-entropy, one per program (or strided over fewer, persistent programs).
 
     MODE 0: loss (fp32) and logsumexp, one read of the row.
@@ -130,12 +130,18 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             m = tl.full([SLICES], -float("inf"), tl.float32)  # running max of each slice
             s = tl.zeros([SLICES], tl.float32)  # running sum of exp(x - m) of each slice
             sx = tl.zeros([SLICES], tl.float32)  # sum_c w_c x'_c, for label smoothing
+            if STAGES > 1:  # the next block's loads issued before this block's math (registers twice)
+                x_next = tl.load(row_ptr + tile, mask=tile < n_cols, other=-float("inf"), eviction_policy="evict_last")
             for start in range(0, n_cols, BLOCK):
                 idx = start + tile
                 mask = idx < n_cols
                 # MODE 1 reads the row again in its second sweep: keep it in L2 meanwhile. Whole blocks
                 # load unmasked (a masked load first fills its registers with the default value).
-                if start + BLOCK <= n_cols:
+                if STAGES > 1:
+                    x = x_next
+                    x_next = tl.load(row_ptr + BLOCK + idx, mask=BLOCK + idx < n_cols, other=-float("inf"),
+                                     eviction_policy="evict_last")
+                elif start + BLOCK <= n_cols:
                     x = tl.load(row_ptr + idx, eviction_policy="evict_last" if MODE == 1 else "")
                 else:
                     x = tl.load(row_ptr + idx, mask=mask, other=-float("inf"),
@@ -181,13 +187,20 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             t32 = t.to(tl.int32)  # columns are int32: a 32-bit compare per element
             grad_row = grad_ptr + row * grad_stride
             n_blocks = tl.cdiv(n_cols, BLOCK)
+            if STAGES > 1:
+                last = (n_blocks - 1) * BLOCK + cols
+                x_next = tl.load(row_ptr + last, mask=last < n_cols, other=0.0, eviction_policy="evict_first")
             for j in range(0, n_blocks):
                 start = ((n_blocks - 1 - j) if MODE == 1 else j) * BLOCK
                 idx = start + cols
                 mask = idx < n_cols
                 whole = start + BLOCK <= n_cols
                 # MODE 1: the last read of these logits (from L2 when the first sweep's lines stayed)
-                if whole:
+                if STAGES > 1:  # MODE 1 only: the block before this one, issued now
+                    x = x_next
+                    x_next = tl.load(row_ptr + idx - BLOCK, mask=(idx >= BLOCK), other=0.0,
+                                     eviction_policy="evict_first")
+                elif whole:
                     x = tl.load(row_ptr + idx, eviction_policy="evict_first" if MODE == 1 else "")
                 else:
                     x = tl.load(row_ptr + idx, mask=mask, other=0.0, eviction_policy="evict_first" if MODE == 1 else "")
@@ -207,140 +220,6 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
                     tl.store(grad_row + idx, g, eviction_policy="evict_first")
                 else:
                     tl.store(grad_row + idx, g, mask=mask, eviction_policy="evict_first")
-
-
-@triton.jit
-def _ce_split_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr, lse_ptr, grad_ptr, part_ptr,
-                     sync_ptr, n_rows, n_cols, part_cols, stride, grad_stride, ignore_index, eps, z, cap,
-                     HAS_WEIGHT: tl.constexpr, SMOOTH: tl.constexpr, HAS_Z: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                     REDUCTION: tl.constexpr, PHASE: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr):
-    """The fused forward (loss, logsumexp, and dlogits for dloss = 1) with each row split into parts of
-    part_cols columns (a multiple of BLOCK), one program each: a part is read twice, as in _ce_kernel's
-    MODE 1, but what the GPU holds between the two reads is the parts in flight, not whole rows, so the
-    second read comes from L2 (or L1) even where a row is larger than L2 can hold for every SM.
-
-    Each program reduces its part to (max, sum of exp, sum of w x') in its first sweep, publishes them
-    to part_ptr [N, 4, PARTS] and, PHASE 0, meets the row's other programs at a barrier in global
-    memory (a release count per row, spun on with acquire loads), combines the row's parts into its
-    logsumexp and writes its part's gradient in a second sweep that walks the part backwards. Programs
-    take their (row, part) from a ticket (sync_ptr[n_rows]) in the order they start, so a program only
-    waits for programs that have started or will once earlier ones finish: no deadlock however few
-    programs fit on the GPU at once, as long as one row's do. sync_ptr must be zeroed before a launch.
-    The part holding column 0 also stores x'_t (read before the barrier, so before any program of the
-    row overwrites it in place) and writes the row's loss and logsumexp.
-    PHASE 1 and 2 are the same work in two launches with no spin (the CPU interpreter runs programs one
-    after another): 1 publishes the parts, 2 writes the gradient.
-    """
-    LOG2E: tl.constexpr = 1.4426950408889634
-    VEC: tl.constexpr = 128 // logits_ptr.dtype.element_ty.primitive_bitwidth  # one 128-bit load
-    SLICES: tl.constexpr = BLOCK // VEC
-    tile = tl.arange(0, SLICES)[:, None] * VEC + tl.arange(0, VEC)[None, :]
-    cols = tl.arange(0, BLOCK)
-    n_parts = tl.cdiv(n_cols, part_cols)
-    if PHASE == 0:
-        ticket = tl.atomic_add(sync_ptr + n_rows, 1, sem="relaxed").to(tl.int64)
-    else:
-        ticket = tl.program_id(0).to(tl.int64)
-    row, part = ticket // n_parts, ticket % n_parts
-    row_ptr = logits_ptr + row * stride
-    lo = part * part_cols
-    hi = tl.minimum(lo + part_cols, n_cols)
-    t = tl.load(target_ptr + row).to(tl.int64)
-    kept = (t != ignore_index) & (t >= 0) & (t < n_cols)
-    t = tl.where(kept, t, 0)
-    parts = part_ptr + row * 4 * PARTS
-    if PHASE != 2:
-        m = tl.full([SLICES], -float("inf"), tl.float32)  # running max of each slice
-        s = tl.zeros([SLICES], tl.float32)  # running sum of exp(x - m) of each slice
-        sx = tl.zeros([SLICES], tl.float32)  # sum_c w_c x'_c, for label smoothing
-        for start in range(lo, hi, BLOCK):
-            idx = start + tile
-            mask = idx < hi
-            if start + BLOCK <= hi:  # whole blocks load unmasked (a masked load first fills its registers)
-                x = tl.load(row_ptr + idx, eviction_policy="evict_last")
-            else:
-                x = tl.load(row_ptr + idx, mask=mask, other=-float("inf"), eviction_policy="evict_last")
-            x = x.to(tl.float32)
-            if HAS_SOFTCAP:
-                x = tl.where(mask, _capped(x, cap), -float("inf"))
-            if SMOOTH:
-                if HAS_WEIGHT:
-                    x_w = x * tl.load(weight_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-                    sx += tl.sum(tl.where(mask, x_w, 0.0), axis=1)
-                else:
-                    sx += tl.sum(tl.where(mask, x, 0.0), axis=1)
-            m_new = tl.maximum(m, tl.max(x, axis=1))
-            m_ref = tl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E  # slices with nothing yet
-            s = s * tl.exp2(m * LOG2E - m_ref) + tl.sum(tl.exp2(x * LOG2E - m_ref[:, None]), axis=1)
-            m = m_new
-        m_part = tl.max(m, axis=0)
-        m_ref = tl.where(m_part == -float("inf"), 0.0, m_part)
-        tl.store(parts + part, m_part)
-        tl.store(parts + PARTS + part, tl.sum(s * tl.exp2((m - m_ref) * LOG2E), axis=0))
-        if SMOOTH:
-            tl.store(parts + 2 * PARTS + part, tl.sum(sx, axis=0))
-        if part == 0:
-            xt = tl.load(row_ptr + t).to(tl.float32)
-            if HAS_SOFTCAP:
-                xt = _capped(xt, cap)
-            tl.store(parts + 3 * PARTS, xt)
-    if PHASE == 0:
-        tl.debug_barrier()  # every thread's stores before the release
-        tl.atomic_add(sync_ptr + row, 1, sem="release", scope="gpu")
-        while tl.atomic_add(sync_ptr + row, 0, sem="acquire", scope="gpu") < n_parts:
-            pass
-        tl.debug_barrier()
-    if PHASE != 1:
-        j = tl.arange(0, PARTS)
-        ms = tl.load(parts + j, mask=j < n_parts, other=-float("inf"), volatile=True)
-        ss = tl.load(parts + PARTS + j, mask=j < n_parts, other=0.0, volatile=True)
-        m_row = tl.max(ms, axis=0)
-        m_row = tl.where(m_row == -float("inf"), 0.0, m_row)
-        lse = m_row + tl.log(tl.sum(ss * tl.exp2((ms - m_row) * LOG2E), axis=0))
-        wt = tl.full([], 1.0, tl.float32)
-        if HAS_WEIGHT:
-            wt = tl.load(weight_ptr + t).to(tl.float32)
-        wsum = n_cols * 1.0
-        if SMOOTH and HAS_WEIGHT:
-            wsum = tl.load(wsum_ptr)
-        if part == 0:
-            loss = wt * (1.0 - eps) * (lse - tl.load(parts + 3 * PARTS, volatile=True))
-            if SMOOTH:
-                sxs = tl.load(parts + 2 * PARTS + j, mask=j < n_parts, other=0.0, volatile=True)
-                loss += eps / n_cols * (wsum * lse - tl.sum(sxs, axis=0))
-            if HAS_Z:
-                loss += z * lse * lse
-            tl.store(loss_ptr + row, tl.where(kept, loss, 0.0))
-            tl.store(lse_ptr + row, lse)
-        scale = tl.full([], 1.0, tl.float32)
-        if REDUCTION == 2:
-            scale = 1.0 / tl.load(denom_ptr)
-        # dx'_c = a p_c - b [c = t] - c_s w_c, all times the row's scale (0 for rows left out), as _ce_kernel
-        scale = tl.where(kept, scale, 0.0)
-        b = scale * wt * (1.0 - eps)
-        a = b + scale * eps * wsum / n_cols
-        if HAS_Z:
-            a += scale * 2.0 * z * lse
-        c_s = scale * eps / n_cols
-        lse2 = lse * LOG2E
-        t32 = t.to(tl.int32)
-        grad_row = grad_ptr + row * grad_stride
-        n_blocks = tl.cdiv(hi - lo, BLOCK)
-        for k in range(0, n_blocks):
-            idx = lo + (n_blocks - 1 - k) * BLOCK + cols  # backwards: the last blocks read are likeliest in cache
-            mask = idx < hi
-            x = tl.load(row_ptr + idx, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            if HAS_SOFTCAP:
-                x = _capped(x, cap)
-            g = tl.exp2(x * LOG2E - lse2) * a - tl.where(idx == t32, b, 0.0)
-            if SMOOTH:
-                if HAS_WEIGHT:
-                    g -= c_s * tl.load(weight_ptr + idx, mask=mask, other=0.0).to(tl.float32)
-                else:
-                    g -= c_s
-            if HAS_SOFTCAP:
-                g = g * (1.0 - (x / cap) * (x / cap))
-            tl.store(grad_row + idx, g.to(grad_row.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
@@ -468,16 +347,14 @@ def _forward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, igno
         wsum = denom  # not read: W only matters with class weights and smoothing
     row_loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     lse = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-    if grad is not None and SPLIT_FUSED and n_rows:
-        _split_rows(x, t, weight, denom, wsum, row_loss, lse, grad, ignore_index, reduction, label_smoothing,
-                    z_loss, softcap)
-    elif n_rows:
+    if n_rows:
         block, warps, programs = _launch_shape(CONFIGS["fused" if grad is not None else "fwd"], x)
         _ce_kernel[(programs,)](
             x, t, weight if weight is not None else x, denom, wsum, row_loss, lse, lse, grad if grad is not None else x,
             n_rows, n_cols, x.stride(0), grad.stride(0) if grad is not None else 0, ignore_index,
             label_smoothing, z_loss, softcap or 1.0, **_flags(weight, label_smoothing, z_loss, softcap),
-            MODE=0 if grad is None else 1, REDUCTION=REDUCTIONS[reduction], BLOCK=block, num_warps=warps)
+            MODE=0 if grad is None else 1, REDUCTION=REDUCTIONS[reduction], BLOCK=block, num_warps=warps,
+            STAGES=STAGES.get("fused" if grad is not None else "fwd", 1))
     loss = row_loss if reduction == "none" else torch.empty((), dtype=x.dtype, device=x.device)
     if not (before and reduction == "none"):
         reduce_block = min(triton.next_power_of_2(max(n_rows, 1)), SETUP_BLOCK)
@@ -487,26 +364,6 @@ def _forward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, igno
     if reduction == "none":
         return row_loss.to(x.dtype), lse, denom, wsum
     return loss, lse, denom, wsum
-
-
-def _split_rows(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, denom: torch.Tensor,
-                wsum: torch.Tensor, row_loss: torch.Tensor, lse: torch.Tensor, grad: torch.Tensor, ignore_index: int,
-                reduction: str, label_smoothing: float, z_loss: float, softcap: float | None) -> None:
-    """The fused forward by _ce_split_kernel: a program per BLOCK of each row, one launch on the GPU
-    (the row's programs meet at a barrier in global memory), two under the interpreter."""
-    n_rows, n_cols = x.shape
-    block, warps, part_blocks = CONFIGS["split"]
-    block, warps, _ = _launch_shape((block, warps, 0), x)
-    part_cols = block * part_blocks
-    n_parts = triton.cdiv(n_cols, part_cols)
-    parts = torch.empty((n_rows, 4, triton.next_power_of_2(n_parts)), dtype=torch.float32, device=x.device)
-    sync = torch.zeros(n_rows + 1, dtype=torch.int32, device=x.device)  # per-row counts, then the ticket
-    args = (x, t, weight if weight is not None else x, denom, wsum, row_loss, lse, grad, parts, sync, n_rows,
-            n_cols, part_cols, x.stride(0), grad.stride(0), ignore_index, label_smoothing, z_loss, softcap or 1.0)
-    options = {**_flags(weight, label_smoothing, z_loss, softcap), "REDUCTION": REDUCTIONS[reduction],
-               "PARTS": parts.shape[-1], "BLOCK": block, "num_warps": warps}
-    for phase in ((1, 2) if INTERPRETING else (0,)):
-        _ce_split_kernel[(n_rows * n_parts,)](*args, PHASE=phase, **options)
 
 
 def _backward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, lse: torch.Tensor,
