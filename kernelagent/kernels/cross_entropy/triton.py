@@ -44,7 +44,6 @@ REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 # 16384 x 16 was 1.5 % faster at 1.295 ms but spills 8 bytes in the fused mode; one program per SM with
 # 32 warps 1.371, 8192 columns 1.44-1.49).
 CONFIGS = {"fwd": (16384, 8, 0), "fused": (16384, 8, 0), "bwd": (8192, 16, 0)}
-STAGES = {}  # experiment: software-pipelined row loops (tl.range num_stages) per kind
 SCALE_BLOCK = 8192
 SCALE_PROGRAMS_PER_SM = 16  # _scale_kernel's programs (rows strided over them) per SM
 SETUP_BLOCK = 4096
@@ -89,7 +88,7 @@ def _ce_setup_kernel(target_ptr, weight_ptr, denom_ptr, wsum_ptr, n_rows, n_cols
 def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr, lse_ptr, dloss_ptr, grad_ptr,
                n_rows, n_cols, stride, grad_stride, ignore_index, eps, z, cap, HAS_WEIGHT: tl.constexpr,
                SMOOTH: tl.constexpr, HAS_Z: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MODE: tl.constexpr,
-               REDUCTION: tl.constexpr, BLOCK: tl.constexpr, STAGES: tl.constexpr = 1):
+               REDUCTION: tl.constexpr, BLOCK: tl.constexpr):
     """Rows of the cross-entropy, one per program (or strided over fewer, persistent programs).
 
     MODE 0: loss (fp32) and logsumexp, one read of the row.
@@ -130,18 +129,12 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             m = tl.full([SLICES], -float("inf"), tl.float32)  # running max of each slice
             s = tl.zeros([SLICES], tl.float32)  # running sum of exp(x - m) of each slice
             sx = tl.zeros([SLICES], tl.float32)  # sum_c w_c x'_c, for label smoothing
-            if STAGES > 1:  # the next block's loads issued before this block's math (registers twice)
-                x_next = tl.load(row_ptr + tile, mask=tile < n_cols, other=-float("inf"), eviction_policy="evict_last")
             for start in range(0, n_cols, BLOCK):
                 idx = start + tile
                 mask = idx < n_cols
                 # MODE 1 reads the row again in its second sweep: keep it in L2 meanwhile. Whole blocks
                 # load unmasked (a masked load first fills its registers with the default value).
-                if STAGES > 1:
-                    x = x_next
-                    x_next = tl.load(row_ptr + BLOCK + idx, mask=BLOCK + idx < n_cols, other=-float("inf"),
-                                     eviction_policy="evict_last")
-                elif start + BLOCK <= n_cols:
+                if start + BLOCK <= n_cols:
                     x = tl.load(row_ptr + idx, eviction_policy="evict_last" if MODE == 1 else "")
                 else:
                     x = tl.load(row_ptr + idx, mask=mask, other=-float("inf"),
@@ -187,20 +180,13 @@ def _ce_kernel(logits_ptr, target_ptr, weight_ptr, denom_ptr, wsum_ptr, loss_ptr
             t32 = t.to(tl.int32)  # columns are int32: a 32-bit compare per element
             grad_row = grad_ptr + row * grad_stride
             n_blocks = tl.cdiv(n_cols, BLOCK)
-            if STAGES > 1:
-                last = (n_blocks - 1) * BLOCK + cols
-                x_next = tl.load(row_ptr + last, mask=last < n_cols, other=0.0, eviction_policy="evict_first")
             for j in range(0, n_blocks):
                 start = ((n_blocks - 1 - j) if MODE == 1 else j) * BLOCK
                 idx = start + cols
                 mask = idx < n_cols
                 whole = start + BLOCK <= n_cols
                 # MODE 1: the last read of these logits (from L2 when the first sweep's lines stayed)
-                if STAGES > 1:  # MODE 1 only: the block before this one, issued now
-                    x = x_next
-                    x_next = tl.load(row_ptr + idx - BLOCK, mask=(idx >= BLOCK), other=0.0,
-                                     eviction_policy="evict_first")
-                elif whole:
+                if whole:
                     x = tl.load(row_ptr + idx, eviction_policy="evict_first" if MODE == 1 else "")
                 else:
                     x = tl.load(row_ptr + idx, mask=mask, other=0.0, eviction_policy="evict_first" if MODE == 1 else "")
@@ -347,14 +333,13 @@ def _forward(x: torch.Tensor, t: torch.Tensor, weight: torch.Tensor | None, igno
         wsum = denom  # not read: W only matters with class weights and smoothing
     row_loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     lse = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    block, warps, programs = _launch_shape(CONFIGS["fused" if grad is not None else "fwd"], x)
     if n_rows:
-        block, warps, programs = _launch_shape(CONFIGS["fused" if grad is not None else "fwd"], x)
         _ce_kernel[(programs,)](
             x, t, weight if weight is not None else x, denom, wsum, row_loss, lse, lse, grad if grad is not None else x,
             n_rows, n_cols, x.stride(0), grad.stride(0) if grad is not None else 0, ignore_index,
             label_smoothing, z_loss, softcap or 1.0, **_flags(weight, label_smoothing, z_loss, softcap),
-            MODE=0 if grad is None else 1, REDUCTION=REDUCTIONS[reduction], BLOCK=block, num_warps=warps,
-            STAGES=STAGES.get("fused" if grad is not None else "fwd", 1))
+            MODE=0 if grad is None else 1, REDUCTION=REDUCTIONS[reduction], BLOCK=block, num_warps=warps)
     loss = row_loss if reduction == "none" else torch.empty((), dtype=x.dtype, device=x.device)
     if not (before and reduction == "none"):
         reduce_block = min(triton.next_power_of_2(max(n_rows, 1)), SETUP_BLOCK)
