@@ -33,7 +33,7 @@ from kernelagent.verifier import report as R
 from kernelagent.verifier.judge.feedback import build_feedback
 from kernelagent.verifier.options import VerifyOptions
 from kernelagent.verifier.pack import Pack
-from kernelagent.verifier.policy.check import check_policy
+from kernelagent.verifier.policy.check import PolicyResult, check_policy
 from kernelagent.verifier.report import Report, Stage
 from kernelagent.verifier.sandbox import bytecode
 from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
@@ -41,6 +41,15 @@ from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import redact, scratch_base, secret_values, sweep_stale
 
 Progress = Callable[[str], None]
+
+
+def _entry_tensors(meta: dict[str, Any]) -> frozenset[int] | None:
+    """Positions of forward's arguments that hold tensors in any trial (None for packs made before the
+    reference recorded them)."""
+    trials = meta.get("trials") or []
+    if not trials or any("tensor_args" not in t for t in trials):
+        return None
+    return frozenset(i for t in trials for i in t["tensor_args"])
 
 
 class ReferenceFailure(Exception):
@@ -206,9 +215,7 @@ class Verifier:
             pstage.status, pstage.message = "skipped", "static policy disabled (sandbox test mode)"
         stages.append(pstage)
         if not policy.ok and self.options.static_policy:
-            first = (policy.violations or policy.suspects)[0]
-            msg = f"line {first.line} [{first.rule}]: {first.message}"
-            return self._reject(base, stages, "policy_violation", msg, t0, detail=policy.summary())
+            return self._policy_reject(base, stages, policy, t0)
         say("running the reference")
         cand_worker = self.pool.acquire(self.device)
         aot_worker = self.pool.acquire("aot") if self.device == "cpu" and cspec.backend == "triton" else None
@@ -223,8 +230,22 @@ class Verifier:
         stages.append(Stage("reference", "passed", round(pack.seconds, 3),
                             details={"trials": len(pack.meta["trials"]), "notes": pack.meta.get("notes", []),
                                      "cache": pack.meta.get("cache")}))
+        entry = _entry_tensors(pack.meta)
+        if entry is not None and self.options.static_policy:  # now that the inputs are known: annotations aside
+            again = check_policy(cspec.source, str(candidate), entry)
+            if not again.ok:
+                cand_worker.discard()
+                if aot_worker:
+                    aot_worker.discard()
+                pstage.status, pstage.details = "failed", {"findings": [f.__dict__ for f in again.findings]}
+                return self._policy_reject(base, stages, again, t0)
         say("running the candidate")
         return self._run_candidate(base, stages, pspec, cspec, pack, cand_worker, aot_worker, t0)
+
+    def _policy_reject(self, base: Report, stages: list[Stage], policy: PolicyResult, t0: float) -> Report:
+        first = (policy.violations or policy.suspects)[0]
+        msg = f"line {first.line} [{first.rule}]: {first.message}"
+        return self._reject(base, stages, "policy_violation", msg, t0, detail=policy.summary())
 
     def _run_candidate(self, base: Report, stages: list[Stage], pspec: ProblemSpec, cspec: CandidateSpec,
                        pack: Pack, worker: Worker, aot_worker: Worker | None, t0: float) -> Report:

@@ -6,6 +6,7 @@ specific category wins (report.CATEGORY_PRIORITY).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -91,15 +92,18 @@ class Judge:
         return ref
 
     def cand(self, name: str) -> dict[str, Any] | None:
-        """The candidate's saved outputs; None when missing or not a plain file (a link would be followed by
-        this process, a FIFO would block it)."""
+        """The candidate's saved outputs; None when missing. A record or a raw file beside it that is not a
+        plain file (a link would be followed by this process, a FIFO would block it, a folder does not
+        load) is a finding: only the candidate's code makes such a thing where the worker writes."""
         path = self.out / f"{name}.pt"
+        if not os.path.lexists(path):
+            return None
         try:
             untrusted.plain_file(path)
             for raw in path.parent.glob(path.name + ".*.raw"):
                 untrusted.plain_file(raw)
-        except (OSError, ValueError):
-            return None
+        except (OSError, ValueError) as e:
+            return self._forged(name, f"it, or a file beside it, is not a plain file ({type(e).__name__})")
         try:
             data = self._load(path)
         except (MemoryError, OSError, torch.cuda.OutOfMemoryError):
@@ -193,8 +197,8 @@ class Judge:
                        "allocate the outputs with torch.empty* and write them in your kernel")
         shape = _skeleton(t.structure)
         if trial.get("structure") and shape != _skeleton(trial["structure"]):
-            self.j.add("mismatch", f"forward returned {t.structure} where the reference returns "
-                       f"{trial['structure']}", "correctness", "return exactly what the reference returns")
+            self.j.add("mismatch", f"forward returned {_clip(t.structure)} where the reference returns "
+                       f"{_clip(trial['structure'])}", "correctness", "return exactly what the reference returns")
         computed = self._computed(t.ops, t.grad_leaves, t.opened)
         if computed:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(computed.items())[:8])
@@ -233,6 +237,9 @@ class Judge:
                 continue
             res = compare_outputs(self.trials[tid], got["outputs"], self.ref(tid), self.tolerance, got.get("grads"))
             self.j.trials.append(res)
+        if len(self.j.trials) < len(self.trials) and not self.j.findings:  # an accepted verdict compares them all
+            self.j.add("runtime_error", f"the outputs of {len(self.trials) - len(self.j.trials)} trial(s) could not "
+                       "be compared", "correctness")
         failing = [r for r in self.j.trials if not r.ok]
         if failing:
             self._classify_failure(failing[0])
@@ -475,8 +482,15 @@ def _dist(trial: dict[str, Any]) -> str:
 
 
 def _skeleton(structure: str) -> str:
-    """A structure description without shapes and dtypes (those are compared leaf by leaf)."""
-    return re.sub(r"Tensor\([^)]*\):\w+", "Tensor", structure)
+    """A structure description without shapes and dtypes (those are compared leaf by leaf). The shape is
+    digits, commas and spaces only, so a failed match stops where that ends: with `[^)]*` a dict key of
+    "Tensor(" repeated and no `)` made every attempt scan to the end (quadratic: 95 s at 60 000, red-team
+    review)."""
+    return re.sub(r"Tensor\([\d, ]*\):\w+", "Tensor", structure)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _dtype_of(ref: dict[str, Any]) -> torch.dtype:

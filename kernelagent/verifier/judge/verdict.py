@@ -173,13 +173,16 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
 
 def _cute_compile_only(base: Report, stages: list[Stage], facts: CandidateFacts, notes: list[str],
                        kernels: list[dict[str, Any]]) -> Report:
-    """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so."""
-    outcome = (facts.compile_only or {}).get("outcome", "ok")
+    """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so. Only the
+    worker's own count of compiled launches it skipped is evidence (a forward that raises a no-GPU error
+    of its own before reaching one compiled nothing)."""
+    found = facts.compile_only or {}
     compile_stage = next((s for s in stages if s.name == "compile"), None)
     if compile_stage is not None and kernels:
         compile_stage.status, compile_stage.message = "passed", "compiled for sm_90a (no GPU)"
-    if outcome != "ok":
-        return _done(base, stages, "no_kernel_launched", facts.compile_only["note"], notes=notes, kernels=kernels)
+    if found.get("outcome") != "ok":
+        note = found.get("note") or "forward reached no launch of a compiled CuTe DSL kernel"
+        return _done(base, stages, "no_kernel_launched", note, notes=notes, kernels=kernels)
     stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
     notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
     base.metrics["compile_only"] = True

@@ -32,14 +32,17 @@ RULE_DESCRIPTIONS: dict[str, str] = DESCRIPTIONS
 _RECURSION_LIMIT = 10_000
 
 
-def check_policy(source: str, filename: str = "kernel.py") -> PolicyResult:
-    """Check a candidate's source against the policy; `result.ok` when nothing was found."""
+def check_policy(source: str, filename: str = "kernel.py",
+                 entry_tensors: frozenset[int] | None = None) -> PolicyResult:
+    """Check a candidate's source against the policy; `result.ok` when nothing was found. entry_tensors:
+    which of ModelNew.forward's positional arguments the reference's inputs fill with tensors (known once
+    the reference has run): those parameters are tensors whatever their annotations or defaults say."""
     try:
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         return _unparsable(source, err)
     with _recursion_headroom(_RECURSION_LIMIT):
-        return _check_tree(tree, source, filename)
+        return _check_tree(tree, source, filename, entry_tensors)
 
 
 @contextlib.contextmanager
@@ -53,7 +56,7 @@ def _recursion_headroom(limit: int) -> Iterator[None]:
         sys.setrecursionlimit(previous)
 
 
-def _check_tree(tree: ast.Module, source: str, filename: str) -> PolicyResult:
+def _check_tree(tree: ast.Module, source: str, filename: str, entry_tensors: frozenset[int] | None) -> PolicyResult:
     report = Reporter(source)
     for name, node in undefined_globals(tree, source, filename).items():
         report.add("undefined_name", node, f"`{name}` is read but never imported or defined in this file")
@@ -61,7 +64,7 @@ def _check_tree(tree: ast.Module, source: str, filename: str) -> PolicyResult:
         info = build_module(tree)
         resolver = Resolver(info)
         graph = CallGraph(info, resolver)
-        tensors = TensorFacts(info, resolver, graph)
+        tensors = TensorFacts(info, resolver, graph, entry_tensors)
         ModuleChecker(info, resolver, report).run()
         ForwardChecker(info, resolver, graph, tensors, report).run()
         if resolver.too_deep:

@@ -45,8 +45,14 @@ def _param_attr_is_tensor(attr: str) -> bool:
 class TensorFacts:
     """Answers `is_tensor(expr, scope)` for host code on the forward path."""
 
-    def __init__(self, info: ModuleInfo, resolver: Resolver, graph: CallGraph) -> None:
+    def __init__(self, info: ModuleInfo, resolver: Resolver, graph: CallGraph,
+                 entry_tensors: frozenset[int] | None = None) -> None:
+        """entry_tensors: positions of ModelNew.forward's arguments that hold tensors in the reference's
+        inputs, once it has run; those parameters hold tensors whatever their annotations or defaults say."""
         self.info, self.r, self.graph = info, resolver, graph
+        self.entry_tensors = entry_tensors
+        self.entries = {v.node for cls in graph.models for v in resolver.class_attr(cls, "forward")
+                        if v.kind == "func"}
         self.tensor_params: dict[ast.AST, set[str]] = {n: set() for n in info.funcs}
         self.solver: KeyedSolver[bool] = KeyedSolver(False, max_depth=200)
         self._memo: dict[int, bool] = {}
@@ -67,8 +73,9 @@ class TensorFacts:
         skip_first = func.kind in ("method", "classmethod") or (func.cls is not None and func.kind == "static")
         skip_first = skip_first or bool(params and params[0].arg in ("ctx", "context", "self"))
         defaults = dict(zip([p.arg for p in params][len(params) - len(args.defaults):], args.defaults, strict=True))
-        for param in params[1 if skip_first else 0:]:
-            if not _is_scalar(param, defaults.get(param.arg)):
+        known = self.entry_tensors if func.node in self.entries else None
+        for i, param in enumerate(params[1 if skip_first else 0:]):
+            if (known is not None and i in known) or not _is_scalar(param, defaults.get(param.arg)):
                 self.tensor_params[func.node].add(param.arg)
         if args.vararg is not None:
             self.tensor_params[func.node].add(args.vararg.arg)

@@ -346,6 +346,7 @@ class ReferenceRunner:
                                                      "grads_f64": grads64})
         return {"id": t, "seed": k, "set": s_idx, "dist": dist, "state": state_idx, "structure": structure,
                 "input_desc": tensorio.describe(inputs), "f64_device": where64,
+                "tensor_args": _tensor_args(inputs),
                 "aliases_input": aliases, "input_bytes": _bytes(inputs)}
 
     def _profile(self, model: torch.nn.Module, trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -385,3 +386,9 @@ def run_reference(req: ReferenceRequest) -> dict[str, Any]:
             check_prints(runner, meta, req.plan, req.checks)
         (runner.pack / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return meta
+
+
+def _tensor_args(inputs: list[Any]) -> list[int]:
+    """Positions of forward's arguments that hold a tensor (alone or in a container): the static policy
+    takes those parameters for tensors whatever the candidate annotates them as."""
+    return [i for i, v in enumerate(inputs) if any(isinstance(x, torch.Tensor) for x in tensorio.flatten(v)[0])]

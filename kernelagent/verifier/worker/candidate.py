@@ -378,11 +378,14 @@ class CandidateRunner:
 
     def compile_check(self) -> None:
         """The CPU path for CuTe DSL: one forward in compile-only mode, launches recorded and skipped."""
-        from kernelagent.verifier.cute import support as cute_support
-
         first = self.meta["trials"][0]
         data = self.trials[first["id"]]
         self.call_saved(data, None)
+        self._compile_outcome()
+
+    def _compile_outcome(self) -> None:
+        from kernelagent.verifier.cute import support as cute_support
+
         outcome, note = cute_support.compile_only_outcome(self.launches.stats)
         self.facts.compile_only = {"outcome": outcome, "note": note}
 
@@ -455,6 +458,8 @@ class CandidateRunner:
                 self.integrity_after()
         except CandidateFailure as f:
             self.facts.failure = {"category": f.category, "message": f.message, "detail": f.detail}
+            if self.compile_only and self.facts.compile_only is None:  # what compiled before the failure
+                self._compile_outcome()
             self._salvage()
         return self.facts
 

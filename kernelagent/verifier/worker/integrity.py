@@ -32,6 +32,9 @@ _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch
                ("torch._C", "_to_dlpack"), ("torch._C", "_to_dlpack_versioned"), ("torch", "save"),
                ("torch.serialization", "save"))
 _DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versioned"})  # CPU data only
+# reads that hand out the memory itself, not copies of the values: what is reachable is the tensor's whole
+# storage (np.lib.stride_tricks.as_strided walks past a one-element view; red-team review, 2026-12-03)
+_IN_PLACE = _DLPACK | {"numpy", "__array__"}
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 
 
@@ -52,7 +55,8 @@ def count_host_reads() -> None:
         owner = _resolve(owner_name)
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
-            setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK)))
+            setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK,
+                                                                            name in _IN_PLACE)))
     for home in _ALIAS_HOMES:
         space = _resolve(home)
         for attr, value in list(vars(space).items()):
@@ -67,11 +71,11 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _counted(original: Any, dlpack: bool) -> Any:
+def _counted(original: Any, dlpack: bool, in_place: bool) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         key = id(self)
         if _active and key not in _reading and not (dlpack and _on_gpu((self,))):
-            _active[-1].transfers.host_read_bytes += _nbytes(self)
+            _active[-1].transfers.host_read_bytes += _nbytes(self, whole_storage=in_place)
         nested = key in _reading
         _reading.add(key)
         try:
@@ -86,9 +90,10 @@ def _counted(original: Any, dlpack: bool) -> Any:
     return read
 
 
-def _nbytes(value: Any, limit: int = 100_000) -> int:
+def _nbytes(value: Any, limit: int = 100_000, whole_storage: bool = False) -> int:
     """The bytes of the tensors and storages in `value`, looked for through containers and objects'
-    attributes (what torch.save would write), up to `limit` objects."""
+    attributes (what torch.save would write), up to `limit` objects; with `whole_storage`, of a tensor's
+    whole storage (where the read hands out memory, not values)."""
     total, seen, todo = 0, set(), [value]
     while todo and len(seen) < limit:
         v = todo.pop()
@@ -97,7 +102,7 @@ def _nbytes(value: Any, limit: int = 100_000) -> int:
         seen.add(id(v))
         try:
             if isinstance(v, torch.Tensor):
-                total += int(v.numel() * v.element_size())
+                total += max(int(v.numel() * v.element_size()), _storage_bytes(v) if whole_storage else 0)
             elif isinstance(v, (torch.UntypedStorage, torch.TypedStorage)):
                 total += int(v.nbytes())
             elif isinstance(v, dict):
@@ -109,6 +114,13 @@ def _nbytes(value: Any, limit: int = 100_000) -> int:
         except (RuntimeError, TypeError, AttributeError, ValueError):
             continue
     return total
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):  # storage-less tensors
+        return 0
 
 
 def storage_of(value: Any) -> int:

@@ -255,3 +255,19 @@ def test_a_probe_that_launches_nothing_on_a_trials_inputs_is_caching(world):
     trials = {0: CallFacts(launches=1, **base), 1: CallFacts(launches=1, **base)}
     assert judge(trials=trials, probe_calls={"repeat": CallFacts(launches=0, **base)}) == "caching_detected"
     assert judge(trials=trials, probe_calls={"repeat": CallFacts(launches=1, **base)}) is None
+
+
+@pytest.mark.parametrize("where", ["raw", "record"])
+def test_a_folder_where_the_worker_writes_a_record_is_a_finding(world, where):
+    # red-team review (2026-12-03): folders named like a record's raw side files made the judge skip
+    # every record and accept a wrong answer, 'correct on 0 trials'
+    judge, _, _, out = world
+    wrong = {tid: torch.zeros(4, 8) for tid in (0, 1)}
+    judge(cand=wrong)  # the zeros written as the records
+    for tid in (0, 1):
+        if where == "raw":
+            (out / f"cand_{tid}.pt.0.raw").mkdir()
+        else:
+            (out / f"cand_{tid}.pt").unlink()
+            (out / f"cand_{tid}.pt").mkdir()
+    assert judge() == "policy_violation"

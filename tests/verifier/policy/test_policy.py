@@ -456,3 +456,23 @@ def test_every_rule_has_a_description_and_a_hint():
     found = {f.rule for p in CHEATS for f in check_policy(p.read_text()).findings}
     assert found <= set(RULES)
     assert set(RULES) - found <= {"syntax"}, "every rule should have a cheat in the corpus"
+
+
+def test_parameters_the_reference_fills_with_tensors_are_tensors_whatever_their_annotation():
+    # red-team review (2026-12-03): `x: int` (or a constant default) made the policy take the input for a
+    # number, so NumPy on it passed; the second check, with the reference's inputs known, refuses it
+    src = textwrap.dedent('''
+        import numpy as np
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x: int, y=0, mode: str = "a"):
+                a = np.asarray(x)
+                b = np.asarray(y)
+                return a + b if mode == "a" else a
+    ''')
+    assert check_policy(src).ok  # nothing says x and y hold tensors
+    assert check_policy(src, entry_tensors=frozenset()).ok  # the reference passes no tensor there either
+    assert {(f.rule, f.line) for f in check_policy(src, entry_tensors=frozenset({0})).findings} == {
+        ("torch_compute", 7)}
+    assert {f.line for f in check_policy(src, entry_tensors=frozenset({0, 1})).findings} == {7, 8}
