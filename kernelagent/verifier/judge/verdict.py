@@ -182,7 +182,13 @@ def _cute_compile_only(base: Report, stages: list[Stage], facts: CandidateFacts,
         compile_stage.status, compile_stage.message = "passed", "compiled for sm_90a (no GPU)"
     if found.get("outcome") != "ok":
         note = found.get("note") or "forward reached no launch of a compiled CuTe DSL kernel"
-        return _done(base, stages, "no_kernel_launched", note, notes=notes, kernels=kernels)
+        failure = facts.failure or {}
+        detail = ""
+        if failure:  # what stopped it first, e.g. a device query that needs a GPU
+            note += f"; it failed first: {failure.get('message', '')}"
+            detail = ("without a GPU only what compiles before the first launch can be checked: guard device "
+                      "queries (SM counts, properties) with x.is_cuda\n" + failure.get("detail", "")[-1500:])
+        return _done(base, stages, "no_kernel_launched", note, detail=detail, notes=notes, kernels=kernels)
     stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
     notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
     base.metrics["compile_only"] = True

@@ -51,8 +51,8 @@ class TensorFacts:
         inputs, once it has run; those parameters hold tensors whatever their annotations or defaults say."""
         self.info, self.r, self.graph = info, resolver, graph
         self.entry_tensors = entry_tensors
-        self.entries = {v.node for cls in graph.models for v in resolver.class_attr(cls, "forward")
-                        if v.kind == "func"}
+        self.entries = {v.node for cls in graph.models for name in _INPUT_METHODS
+                        for v in resolver.class_attr(cls, name) if v.kind == "func"}
         self.tensor_params: dict[ast.AST, set[str]] = {n: set() for n in info.funcs}
         self.solver: KeyedSolver[bool] = KeyedSolver(False, max_depth=200)
         self._memo: dict[int, bool] = {}
@@ -72,8 +72,10 @@ class TensorFacts:
         params = [*args.posonlyargs, *args.args]
         skip_first = func.kind in ("method", "classmethod") or (func.cls is not None and func.kind == "static")
         skip_first = skip_first or bool(params and params[0].arg in ("ctx", "context", "self"))
+        known = None
+        if self.entry_tensors is not None and func.node in self.entries:  # bound to the model: one parameter
+            known, skip_first = self.entry_tensors, func.kind != "static"  # is the instance, whatever its name
         defaults = dict(zip([p.arg for p in params][len(params) - len(args.defaults):], args.defaults, strict=True))
-        known = self.entry_tensors if func.node in self.entries else None
         for i, param in enumerate(params[1 if skip_first else 0:]):
             if (known is not None and i in known) or not _is_scalar(param, defaults.get(param.arg)):
                 self.tensor_params[func.node].add(param.arg)

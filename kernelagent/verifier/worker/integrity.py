@@ -32,9 +32,10 @@ _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch
                ("torch._C", "_to_dlpack"), ("torch._C", "_to_dlpack_versioned"), ("torch", "save"),
                ("torch.serialization", "save"))
 _DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versioned"})  # CPU data only
-# reads that hand out the memory itself, not copies of the values: what is reachable is the tensor's whole
-# storage (np.lib.stride_tricks.as_strided walks past a one-element view; red-team review, 2026-12-03)
-_IN_PLACE = _DLPACK | {"numpy", "__array__"}
+# reads that hand out the memory itself or write it whole, not copies of the values: what is reachable is
+# the tensor's whole storage (np.lib.stride_tricks.as_strided walks past a one-element view, torch.save
+# writes the storage; red-team review, 2026-12-03). A GPU tensor's copy to the host is the recorder's.
+_WHOLE_STORAGE = _DLPACK | {"numpy", "__array__", "save"}
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 
 
@@ -56,7 +57,7 @@ def count_host_reads() -> None:
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
             setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK,
-                                                                            name in _IN_PLACE)))
+                                                                            name in _WHOLE_STORAGE)))
     for home in _ALIAS_HOMES:
         space = _resolve(home)
         for attr, value in list(vars(space).items()):
@@ -71,11 +72,12 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _counted(original: Any, dlpack: bool, in_place: bool) -> Any:
+def _counted(original: Any, dlpack: bool, whole_storage: bool) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         key = id(self)
         if _active and key not in _reading and not (dlpack and _on_gpu((self,))):
-            _active[-1].transfers.host_read_bytes += _nbytes(self, whole_storage=in_place)
+            whole = whole_storage and not _on_gpu((self,))
+            _active[-1].transfers.host_read_bytes += _nbytes(self, whole_storage=whole)
         nested = key in _reading
         _reading.add(key)
         try:

@@ -476,3 +476,24 @@ def test_parameters_the_reference_fills_with_tensors_are_tensors_whatever_their_
     assert {(f.rule, f.line) for f in check_policy(src, entry_tensors=frozenset({0})).findings} == {
         ("torch_compute", 7)}
     assert {f.line for f in check_policy(src, entry_tensors=frozenset({0, 1})).findings} == {7, 8}
+
+
+@pytest.mark.parametrize("entry", [
+    "def __call__(self, x: int):\n        return np.asarray(x)",
+    "forward = _impl",
+])
+def test_every_entry_of_the_model_is_seeded_from_the_reference(entry):
+    # a review of the fix above: __call__ annotated `int`, and a module function bound as forward whose
+    # first parameter is not named self (position 0 is the instance whatever its name)
+    src = textwrap.dedent('''
+        import numpy as np
+        import torch.nn as nn
+
+        def _impl(me, x: int):
+            return np.asarray(x)
+
+        class ModelNew(nn.Module):
+            ENTRY
+    ''').replace("ENTRY", entry)
+    assert check_policy(src).ok
+    assert {f.rule for f in check_policy(src, entry_tensors=frozenset({0})).findings} == {"torch_compute"}

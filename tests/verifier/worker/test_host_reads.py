@@ -55,6 +55,10 @@ routes = {
     "save object": lambda: torch.save(Box(), io.BytesIO()),
     "storage pickle": lambda: x.untyped_storage().__reduce__(),
     "shape only": lambda: tuple(x.shape),
+    # a one-element view hands NumPy (as_strided) or torch.save the whole storage; tolist only its values
+    "numpy of a view": lambda: np.asarray(x.reshape(-1)[:1]),
+    "save of a view": lambda: torch.save(x.reshape(-1)[:1], io.BytesIO()),
+    "tolist of a view": lambda: x.reshape(-1)[:1].tolist(),
 }
 print(json.dumps({k: counted(f) for k, f in routes.items()}))
 '''
@@ -68,4 +72,6 @@ def test_every_route_to_the_host_is_counted_once():
     for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle"):
         assert counts[route] == size, (route, counts)
     assert counts["shape only"] == 0
+    assert counts["numpy of a view"] == size and counts["save of a view"] == size
+    assert counts["tolist of a view"] == 4
     assert counts["dlpack of a gpu tensor"] == 0, "CuTe DSL's from_dlpack on GPU tensors is no host read"
