@@ -44,12 +44,18 @@ Progress = Callable[[str], None]
 
 
 def _entry_tensors(meta: dict[str, Any]) -> frozenset[int] | None:
-    """Positions of forward's arguments that hold tensors in any trial (None for packs made before the
-    reference recorded them)."""
+    """Positions of the model's call arguments that hold tensors in any trial (None where a trial does not
+    say: every pack made by this code does, and the pack code is part of the reference cache's key)."""
     trials = meta.get("trials") or []
     if not trials or any("tensor_args" not in t for t in trials):
         return None
     return frozenset(i for t in trials for i in t["tensor_args"])
+
+
+def _discard(*workers: Worker | None) -> None:
+    for worker in workers:
+        if worker is not None:
+            worker.discard()
 
 
 class ReferenceFailure(Exception):
@@ -222,9 +228,7 @@ class Verifier:
         try:
             pack = self.reference(pspec)
         except ReferenceFailure as e:
-            cand_worker.discard()
-            if aot_worker:
-                aot_worker.discard()
+            _discard(cand_worker, aot_worker)
             e.report.stages = stages + e.report.stages
             return _finish(e.report, t0)
         stages.append(Stage("reference", "passed", round(pack.seconds, 3),
@@ -234,9 +238,7 @@ class Verifier:
         if entry is not None and self.options.static_policy:  # now that the inputs are known: annotations aside
             again = check_policy(cspec.source, str(candidate), entry)
             if not again.ok:
-                cand_worker.discard()
-                if aot_worker:
-                    aot_worker.discard()
+                _discard(cand_worker, aot_worker)
                 pstage.status, pstage.details = "failed", {"findings": [f.__dict__ for f in again.findings]}
                 return self._policy_reject(base, stages, again, t0)
         say("running the candidate")

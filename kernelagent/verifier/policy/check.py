@@ -35,8 +35,9 @@ _RECURSION_LIMIT = 10_000
 def check_policy(source: str, filename: str = "kernel.py",
                  entry_tensors: frozenset[int] | None = None) -> PolicyResult:
     """Check a candidate's source against the policy; `result.ok` when nothing was found. entry_tensors:
-    which of ModelNew.forward's positional arguments the reference's inputs fill with tensors (known once
-    the reference has run): those parameters are tensors whatever their annotations or defaults say."""
+    which of the model's call arguments (by position) the reference's inputs fill with tensors, known once
+    the reference has run: the entry methods' parameters there are tensors whatever their annotations or
+    defaults say."""
     try:
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:

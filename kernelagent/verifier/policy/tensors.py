@@ -47,8 +47,9 @@ class TensorFacts:
 
     def __init__(self, info: ModuleInfo, resolver: Resolver, graph: CallGraph,
                  entry_tensors: frozenset[int] | None = None) -> None:
-        """entry_tensors: positions of ModelNew.forward's arguments that hold tensors in the reference's
-        inputs, once it has run; those parameters hold tensors whatever their annotations or defaults say."""
+        """entry_tensors: positions of the model's call arguments that hold tensors in the reference's
+        inputs, once it has run; the entry methods' (forward, __call__, ...) parameters there hold tensors
+        whatever their annotations or defaults say."""
         self.info, self.r, self.graph = info, resolver, graph
         self.entry_tensors = entry_tensors
         self.entries = {v.node for cls in graph.models for name in _INPUT_METHODS
