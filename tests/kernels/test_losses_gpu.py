@@ -1,6 +1,6 @@
 """The fused-loss set on the GPU, both backends, against float64 (issue 19).
 
-Cross-entropy (Triton and CuTe DSL): every option, vocabularies up to 128256 and odd ones, huge
+Cross-entropy (Triton and CuTe DSL): every option, vocabularies up to 300000 and odd ones, huge
 logits, ignored rows, fp32/fp16/bf16, the gradient in new memory and in place, determinism, all rows
 ignored, torch.compile with Inductor. Linear cross-entropy (Triton with its own and with cuBLAS GEMMs):
 against float64 over several chunks, with bias and options, and the issue's shape for memory. Then
@@ -39,6 +39,9 @@ CE_CASES = [
     (9, 777, torch.bfloat16, {"reduction": "none"}, True, 2, 1.0),
     (12, 4099, torch.float32, {"z_loss": 1e-3, "softcap": 15.0}, True, 0, 50.0),
     (7, 1000, torch.bfloat16, {}, False, 0, 1000.0),  # exp overflows fp32 a thousand times over
+    # CuTe: 64 logits a thread in registers over a cluster of 8 CTAs; then a row too wide for that (streamed)
+    (5, 262144, torch.bfloat16, {"z_loss": 1e-4}, False, 4, 3.0),
+    (3, 300000, torch.bfloat16, {"label_smoothing": 0.1, "softcap": 20.0}, True, 2, 1.0),
 ]
 
 
@@ -114,10 +117,12 @@ def test_cross_entropy_is_deterministic_and_handles_all_ignored(backend):
     assert torch.isnan(loss) and bool((x.grad == 0).all())  # as F.cross_entropy
 
 
-def test_cross_entropy_fused_rows_at_scale():
-    # the fused forward over many long rows (the gradient's second sweep re-reading them from L2 while
-    # other rows stream past): the gradient right, in place too, and the same bits twice
-    lib = _lib(CE_DIR, "triton")
+@pytest.mark.parametrize("backend", _backends())
+def test_cross_entropy_fused_rows_at_scale(backend):
+    # the fused forward over many long rows (Triton: the gradient's second sweep re-reading them from L2
+    # while other rows stream past; CuTe: each persistent cluster walking ~128 rows, loading the next
+    # while it reduces one): the gradient right, in place too, and the same bits twice
+    lib = _lib(CE_DIR, backend)
     logits, target, _ = _ce_inputs(2048, 128256, torch.bfloat16, False, 9, 4.0)
     ref = _ce_run(lambda x, t, w, o, i: F.cross_entropy(x.float(), t, reduction="sum"), logits, target, None, {},
                   False)
