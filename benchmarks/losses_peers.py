@@ -8,8 +8,7 @@ Triton GEMMs, eager, torch.compile, Liger and QuACK, each with its peak memory b
 gradients. Then small sweeps of our launch configurations. Every peer is skipped with the reason
 when it does not import or run; ours are checked against eager before timing.
 Writes losses_peers.json to $OUT (else benchmarks/results/), after every section, so a run cut off
-by its time limit keeps what it measured. LOSSES_ONLY=ce_section,lce_section picks sections
-(the others: ce_sweep, ce_cute_sweep, gemm_sweep).
+by its time limit keeps what it measured. LOSSES_ONLY=ce_section,lce_section picks sections.
 Run: `source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/losses_peers.py` (about 2 minutes).
 Then, without a GPU: `python benchmarks/losses_peers.py --cards benchmarks/results/<date>-h200/losses_peers.json`
 copies the figures into the two cards (card.json `measured`, card.md's generated block).
@@ -180,37 +179,6 @@ def ce_sweep(rows: list[dict]) -> None:
         tri.CONFIGS.update(saved)
 
 
-def ce_cute_sweep(rows: list[dict]) -> None:
-    """Our CuTe DSL rows held in registers over a cluster of CTAs (persistent: `clusters` of them, None:
-    as many as are resident) against the streaming kernel (`streamed`: two sweeps of the row, the second
-    from L2), forward and forward+backward; each fused configuration's gradient checked against eager
-    before it is timed."""
-    cute = _module("kernelagent.kernels.cross_entropy.cute")
-    if cute is None:
-        return
-    n, v = CE_SHAPE
-    sets = [[torch.randn(n, v, device="cuda", dtype=DT), torch.randint(0, v, (n,), device="cuda")] for _ in range(2)]
-    ref_x = sets[0][0].detach().float().requires_grad_(True)
-    F.cross_entropy(ref_x, sets[0][1]).backward()
-    saved = (cute.ROWS_IN_REGISTERS, cute.PERSISTENT_CLUSTERS)
-    configs = [("streamed", False, None), ("registers", True, None), ("registers", True, 14), ("registers", True, 12),
-               ("registers", True, 32)]
-    try:
-        for kind, on, clusters in configs[: 2 if QUICK else None]:
-            cute.ROWS_IN_REGISTERS, cute.PERSISTENT_CLUSTERS = on, clusters
-            tiles = cute.register_tiling(v, 8) if on else None
-            for backward in (True, False):
-                base = {"op": "cross_entropy", "sweep": f"cute_{kind}", "clusters": clusters,
-                        "tiling": None if tiles is None else [tiles.tpr, tiles.cluster, tiles.vpt * tiles.vec],
-                        "mode": "forward+backward" if backward else "forward"}
-                if backward:
-                    x = sets[0][0].detach().clone().requires_grad_(True)
-                    cute.cross_entropy(x, sets[0][1]).backward()
-                    base["grad_rel"] = _rel(x.grad, ref_x.grad)
-                _row(rows, base, cute.cross_entropy, lambda b=backward: _time(cute.cross_entropy, sets, b))
-    finally:
-        cute.ROWS_IN_REGISTERS, cute.PERSISTENT_CLUSTERS = saved
-
 # ----------------------------------------------------------------------- linear cross-entropy
 
 
@@ -318,7 +286,7 @@ def _result(rows: list[dict], t0: float) -> dict[str, Any]:
 def run() -> dict[str, Any]:
     t0 = time.time()
     rows: list[dict] = []
-    sections = [ce_section, lce_section, ce_sweep, ce_cute_sweep, gemm_sweep]
+    sections = [ce_section, lce_section, ce_sweep, gemm_sweep]
     only = os.environ.get("LOSSES_ONLY")  # e.g. "ce_section,lce_section"
     for section in sections:
         if only and section.__name__ not in only.split(","):

@@ -39,7 +39,7 @@ CE_CASES = [
     (9, 777, torch.bfloat16, {"reduction": "none"}, True, 2, 1.0),
     (12, 4099, torch.float32, {"z_loss": 1e-3, "softcap": 15.0}, True, 0, 50.0),
     (7, 1000, torch.bfloat16, {}, False, 0, 1000.0),  # exp overflows fp32 a thousand times over
-    # CuTe: 64 logits a thread in registers over a cluster of 8 CTAs; then a row too wide for that (streamed)
+    # wide vocabularies (Gemma's 256000 is of this order), one with every option
     (5, 262144, torch.bfloat16, {"z_loss": 1e-4}, False, 4, 3.0),
     (3, 300000, torch.bfloat16, {"label_smoothing": 0.1, "softcap": 20.0}, True, 2, 1.0),
 ]
@@ -119,9 +119,8 @@ def test_cross_entropy_is_deterministic_and_handles_all_ignored(backend):
 
 @pytest.mark.parametrize("backend", _backends())
 def test_cross_entropy_fused_rows_at_scale(backend):
-    # the fused forward over many long rows (Triton: the gradient's second sweep re-reading them from L2
-    # while other rows stream past; CuTe: each persistent cluster walking ~128 rows, loading the next
-    # while it reduces one): the gradient right, in place too, and the same bits twice
+    # the fused forward over many long rows (the gradient's second sweep re-reading them from L2 while
+    # other rows stream past): the gradient right, in place too, and the same bits twice
     lib = _lib(CE_DIR, backend)
     logits, target, _ = _ce_inputs(2048, 128256, torch.bfloat16, False, 9, 4.0)
     ref = _ce_run(lambda x, t, w, o, i: F.cross_entropy(x.float(), t, reduction="sum"), logits, target, None, {},

@@ -16,9 +16,7 @@ options). Order: kernels -> host launchers -> custom ops -> autograd -> public A
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -29,305 +27,12 @@ from cutlass.cute.runtime import from_dlpack
 
 REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 THREADS = 256  # per row; with 128-bit vectors a tile is 2048 bf16 columns
-# The forward holds rows of 16K to 128K columns (REGISTER_THREADS x 8 CTAs x REGISTER_VALUES) in
-# registers (_ce_rows_kernel, persistent: read once); others, weighted label smoothing (the weights would
-# be held too: ptxas spills) and the backward of reduction='none' are streamed (_ce_kernel).
-# PERSISTENT_CLUSTERS: None, as many as are resident at once (see _clusters).
-ROWS_IN_REGISTERS = True
-REGISTER_VALUES = 32
-REGISTER_THREADS = 512
-PERSISTENT_CLUSTERS: int | None = None
 SMALL_THREADS = 256  # the one-CTA setup and reduce kernels
 LOG2_E = math.log2(math.e)
 LN_2 = math.log(2.0)
-FLT_MAX = 3.4028234663852886e38
 
-# ---- row engine: shared by the row-wise cute.py files (softmax, log_softmax, rms_norm, layer_norm, cross_entropy) ----
-MAX_THREADS = 1024  # a CTA; one row may use all of them
-MAX_CTA_THREADS_PER_ROW = 512  # wider rows go to a cluster first (two CTAs of 512 threads fit one SM)
-MAX_CLUSTER = 8  # the portable cluster size on sm_90
-MIN_CTA_THREADS = 128  # short rows: several rows per CTA
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How a row of n columns is spread: VEC-element vectors, TPR threads of a CTA per row, CLUSTER
-    CTAs per row, VPT vectors per thread, ROWS rows per CTA."""
-
-    n: int
-    vec: int
-    tpr: int
-    cluster: int
-    vpt: int
-    rows: int
-
-    @property
-    def threads(self) -> int:
-        return self.tpr * self.rows
-
-    @property
-    def cols(self) -> int:  # the columns of one CTA's tile
-        return self.tpr * self.vpt * self.vec
-
-
-def tiling(n: int, vec: int, values: int) -> Tiling:
-    """The tiling of rows of n columns in vectors of vec elements, about `values` per thread."""
-    vectors = -(-n // vec)
-    per_thread = max(1, values // vec)
-    cluster = 1
-    tpr = _pow2_at_least(-(-vectors // per_thread))
-    while tpr > MAX_CTA_THREADS_PER_ROW and cluster < MAX_CLUSTER:
-        cluster *= 2
-        tpr = _pow2_at_least(-(-vectors // (per_thread * cluster)))
-    tpr = min(tpr, MAX_THREADS)
-    vpt = -(-vectors // (tpr * cluster))
-    if vpt * vec > 4 * values:
-        raise ValueError(f"rows of {n} columns are too wide for this kernel (at most about "
-                         f"{MAX_THREADS * MAX_CLUSTER * values * 4} elements)")
-    while cluster > 1 and (cluster - 1) * tpr * vpt >= vectors:  # every CTA of a cluster owns columns
-        cluster //= 2
-    vpt = -(-vectors // (tpr * cluster))
-    rows = max(1, MIN_CTA_THREADS // tpr) if cluster == 1 else 1
-    return Tiling(n=n, vec=vec, tpr=tpr, cluster=cluster, vpt=vpt, rows=rows)
-
-
-def _pow2_at_least(k: int) -> int:
-    p = 1
-    while p < k:
-        p *= 2
-    return p
-
-
-def make_tiled_copy(dtype, t: Tiling) -> cute.TiledCopy:
-    """Threads (ROWS, TPR) row-major, each copying VEC contiguous elements (in 128-bit atoms at most)."""
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=min(128, dtype.width * t.vec))
-    threads = cute.make_ordered_layout((t.rows, t.tpr), order=(1, 0))
-    return cute.make_tiled_copy_tv(atom, threads, cute.make_layout((1, t.vec)))
-
-
-def bounds_predicate(tXcX: cute.Tensor, shape) -> cute.Tensor:
-    """One predicate per copy atom of a thread's partition ((atom, rest_v), rest_m, rest_n): the atom
-    starts inside the (rows, n) tensor (n % VEC == 0, so an atom is all in or all out)."""
-    reps, rest_m, rest_n = cute.size(tXcX, mode=[0, 1]), cute.size(tXcX, mode=[1]), cute.size(tXcX, mode=[2])
-    pred = cute.make_rmem_tensor(cute.make_layout((reps, rest_m, rest_n), stride=(rest_m * rest_n, rest_n, 1)),
-                                 cutlass.Boolean)
-    for v in range(reps):
-        for m in range(rest_m):
-            for k in range(rest_n):
-                pred[v, m, k] = cute.elem_less(tXcX[(0, v), m, k], shape)
-    return pred
-
-
-# The helpers below are plain functions called while a kernel is traced (their Python loops unroll
-# then). `coord` is (row tile, column tile); the column tile is the CTA's rank in its cluster.
-
-
-def _parts(m: cute.Tensor, t: Tiling, tidx, coord, dst: bool):
-    tiled = make_tiled_copy(m.element_type, t)
-    thr = tiled.get_slice(tidx)
-    g = cute.local_tile(m, (t.rows, t.cols), coord)
-    c = cute.local_tile(cute.make_identity_tensor(m.shape), (t.rows, t.cols), coord)
-    part = thr.partition_D(g) if dst else thr.partition_S(g)
-    return tiled, part, bounds_predicate(thr.partition_S(c), m.shape)
-
-
-def load_tile(m: cute.Tensor, t: Tiling, tidx, coord, fill: float, shape=None):
-    """This thread's share of the (ROWS, COLS) tile `coord` of m, in fp32; `fill` outside m. With
-    `shape`, in that shape (the same elements, in order: a wider dtype copies in more atoms)."""
-    tiled, part, pred = _parts(m, t, tidx, coord, dst=False)
-    frag = cute.make_fragment_like(part)
-    frag.fill(fill)
-    cute.copy(tiled, part, frag, pred=pred)
-    value = frag.load().to(cutlass.Float32)
-    return value if shape is None else as_shape(value, shape)
-
-
-def store_tile(m: cute.Tensor, t: Tiling, tidx, coord, value) -> None:
-    """Write this thread's share of tile `coord` (a TensorSSA holding its elements in order) into m."""
-    tiled, part, pred = _parts(m, t, tidx, coord, dst=True)
-    frag = cute.make_fragment_like(part)
-    frag.store(as_shape(value, frag.shape).to(m.element_type))
-    cute.copy(tiled, frag, part, pred=pred)
-
-
-def as_shape(value, shape):
-    """The TensorSSA `value` with its elements (in flat order) laid out in `shape`."""
-    if value.shape == shape:
-        return value
-    src = cute.make_rmem_tensor(value.shape, value.dtype)
-    src.store(value)
-    dst = cute.make_rmem_tensor(shape, value.dtype)
-    for i in range(cute.size(dst)):
-        dst[i] = src[i]
-    return dst.load()
-
-
-def broadcast_rows(v: cute.Tensor, like: cute.Tensor) -> cute.Tensor:
-    """A (N,) vector seen as the (M, N) tensor `like` with every row equal (row stride 0)."""
-    return cute.make_tensor(v.iterator, cute.make_layout(like.shape, stride=(0, 1)))
-
-
-def column_mask(m: cute.Tensor, t: Tiling, tidx, coord):
-    """True where this thread's element of tile `coord` is a column of m (a TensorSSA shaped as
-    load_tile's), or None when every tile is full: for reductions that padding would disturb."""
-    if t.cols * t.cluster == t.n:
-        return None
-    tiled = make_tiled_copy(m.element_type, t)
-    c = tiled.get_slice(tidx).partition_S(cute.local_tile(cute.make_identity_tensor(m.shape), (t.rows, t.cols),
-                                                                 coord))
-    mask = cute.make_fragment_like(c, cutlass.Boolean)
-    for i in range(cute.size(c)):
-        mask[i] = cute.elem_less(c[i][1], t.n)
-    return mask.load()
-
-
-def row_of(t: Tiling, tidx, tile):
-    """The row of tile `tile` whose share this thread holds."""
-    return tile * t.rows + tidx // t.tpr
-
-
-def sync_row_group(cluster: int) -> None:
-    """Wait until every thread of the row group (the CTA, or the cluster) is here: before a reduction
-    buffer is reused, and before a CTA whose partials its peers read may exit."""
-    if cluster > 1:
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-    else:
-        cute.arch.sync_threads()
-
-
-def reduction_buffer(smem, t: Tiling) -> cute.Tensor:
-    warps = max(t.tpr // 32, 1)
-    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((t.rows, warps), stride=(warps, 1)))
-
-
-@cute.jit
-def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
-               tpr: cutlass.Constexpr, cluster: cutlass.Constexpr) -> cutlass.Float32:
-    """Reduce one value per thread over the threads (and CTAs) of its row; every thread gets the result.
-    `buf` is this reduction's own shared buffer (ROWS, warps per row): buffers are never reused within
-    a launch, so no barrier is needed after reading them."""
-    val = cute.arch.warp_reduction(val, op, threads_in_group=min(tpr, 32))
-    warps_per_row = cutlass.const_expr(max(tpr // 32, 1))
-    if cutlass.const_expr(warps_per_row > 1 or cluster > 1):
-        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-        row, slot = warp // warps_per_row, warp % warps_per_row
-        if lane == 0:
-            buf[row, slot] = val
-        if cutlass.const_expr(cluster > 1):
-            cute.arch.cluster_arrive()  # release: the partials are visible to the peers after the wait
-            cute.arch.cluster_wait()
-        else:
-            cute.arch.sync_threads()
-        total = cutlass.const_expr(warps_per_row * cluster)
-        acc = cutlass.Float32(init)
-        for i in cutlass.range_constexpr(-(-total // 32)):
-            idx = lane + i * 32
-            if idx < total:
-                if cutlass.const_expr(cluster > 1):  # the partial of CTA idx // warps_per_row, through DSMEM
-                    ptr = buf.iterator + cute.crd2idx((row, idx % warps_per_row), buf.layout)
-                    acc = op(acc, load_peer(ptr, idx // warps_per_row))
-                else:
-                    acc = op(acc, buf[row, idx])
-        val = cute.arch.warp_reduction(acc, op)
-    return val
-
-
-def load_peer(ptr: cute.Pointer, rank) -> cutlass.Float32:
-    """The fp32 at `ptr` in the shared memory of the cluster's CTA `rank` (mapa + ld.shared::cluster)."""
-    return cute.arch.inline_ptx(
-        "{\n.reg .u32 remote;\nmapa.shared::cluster.u32 remote, {$r0}, {$r1};\n"
-        "ld.shared::cluster.f32 {$w0}, [remote];\n}",
-        write_only_types=[cutlass.Float32], read_only_args=[ptr.toint(), cutlass.Int32(rank)])
-
-
-def fmax(a, b):
-    return cute.arch.fmax(a, b)
-
-
-def fadd(a, b):
-    return a + b
-
-
-def launch_grid(kernel, tiles, t: Tiling, stream) -> None:
-    """`tiles` CTAs (clusters, for wide rows) of t.threads threads each."""
-    kernel.launch(grid=[tiles, t.cluster, 1], block=[t.threads, 1, 1],
-                  cluster=[1, t.cluster, 1] if t.cluster > 1 else None, stream=stream)
-
-
-# ---- host side of the engine
-
-
-def to_cute(t: torch.Tensor, vec: int):
-    """(M, N) row-major tensor: M dynamic, N and the row stride static, base aligned to VEC elements."""
-    return from_dlpack(t.detach(), assumed_align=min(16, vec * t.element_size())).mark_compact_shape_dynamic(
-        mode=0, stride_order=(0, 1))
-
-
-def _convert(a, vec: int, per_row: bool):
-    if per_row:  # one value per row: (M,) with M dynamic
-        return from_dlpack(a.detach(), assumed_align=4).mark_layout_dynamic()
-    if isinstance(a, torch.Tensor):
-        if a.dim() == 1:  # a weight or bias of the row's length: static layout
-            return from_dlpack(a.detach(), assumed_align=min(16, vec * a.element_size()))
-        return to_cute(a, vec)
-    return cutlass.Float32(a)
-
-
-def _signature(a, per_row: bool) -> tuple:
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.dim(), per_row)
-    return (type(a).__name__,)
-
-
-def stream_of(t: torch.Tensor) -> cuda.CUstream:
-    return cuda.CUstream(torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0)
-
-
-def vector_width(n: int, tensors: list[torch.Tensor]) -> int:
-    """Widest vector (16 bytes of the first tensor at most) that divides the row and that every
-    tensor's base is aligned to (in its own element size, 16 bytes at most)."""
-    vec = 16 // tensors[0].element_size()
-    while vec > 1 and (n % vec or any(t.data_ptr() % min(16, vec * t.element_size()) for t in tensors)):
-        vec //= 2
-    return vec
-
-
-# Compiled functions keyed on everything they are specialised to (cute.compile does not cache).
+# Compiled functions keyed on what the kernels are specialised to (cute.compile does not cache).
 _CACHE: dict = {}
-
-
-def tiling_for(args: list, values: int, per_row: tuple[int, ...] = ()) -> Tiling:
-    """The tiling `launch` uses for these arguments (the first (M, N) tensor sets the width)."""
-    n = args[0].shape[1]
-    tensors = [a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in per_row]
-    return tiling(n, vector_width(n, tensors), values)
-
-
-def launch(fn, args: list, values: int, *consts, per_row: tuple[int, ...] = (), t: Tiling | None = None) -> None:
-    """Run the @cute.jit `fn(*args, stream, tiling, *consts)` on the current stream, compiling it once
-    per signature. args: (M, N) tensors (the first sets the tiling), (N,) weights, (M,) tensors of one
-    value per row (their positions in `per_row`) and floats; consts: compile-time flags; t: the tiling,
-    when the caller sized buffers by it."""
-    first = args[0]
-    t = t or tiling_for(args, values, per_row)
-    cargs = [_convert(a, t.vec, i in per_row) for i, a in enumerate(args)]
-    stream = stream_of(first)
-    key = (fn.__name__, t, consts, first.device.type, tuple(_signature(a, i in per_row) for i, a in enumerate(args)))
-    compiled = _CACHE.get(key)
-    if compiled is None:
-        compiled = cute.compile(fn, *cargs, stream, t, *consts)
-        _CACHE[key] = compiled
-    compiled(*cargs, stream)
-
-
-def rows_2d(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous [rows, cols] view (copies when the rows are strided: the layout is compiled in)."""
-    t2 = t.reshape(-1, t.shape[-1])
-    return t2 if t2.is_contiguous() else t2.contiguous()
-
-
-# ---- end of the row engine ----------------------------------------------------------------------------
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -555,173 +260,6 @@ def _ce_kernel(mX: cute.Tensor, mT: cute.Tensor, mW: cute.Tensor, mDen: cute.Ten
             o_row[t] = gt.to(mG.element_type)
 
 
-def _column_hits(m: cute.Tensor, t: Tiling, tidx, coord, col):
-    """True where this thread's element of tile `coord` (shaped as load_tile's) is column `col` of m."""
-    tiled = make_tiled_copy(m.element_type, t)
-    c = tiled.get_slice(tidx).partition_S(cute.local_tile(cute.make_identity_tensor(m.shape), (t.rows, t.cols),
-                                                                 coord))
-    hits = cute.make_fragment_like(c, cutlass.Boolean)
-    for i in range(cute.size(c)):
-        hits[i] = c[i][1] == col
-    return hits.load()
-
-
-def _store_peer(ptr: cute.Pointer, rank, value: cutlass.Float32) -> None:
-    """Write `value` at `ptr` in the shared memory of the cluster's CTA `rank` (mapa + st.shared::cluster)."""
-    cute.arch.inline_ptx(
-        "{\n.reg .u32 remote;\nmapa.shared::cluster.u32 remote, {$r0}, {$r1};\n"
-        "st.shared::cluster.f32 [remote], {$r2};\n}",
-        read_only_args=[ptr.toint(), cutlass.Int32(rank), value])
-
-
-@cute.jit
-def _merge(m: cutlass.Float32, s: cutlass.Float32, m_all: cutlass.Float32) -> cutlass.Float32:
-    """s (a sum of exp(x - m)) rescaled to the max m_all; a group that saw only -inf (s = 0) stays 0."""
-    return s * cute.math.exp2((cute.arch.fmax(m, -FLT_MAX) - cute.arch.fmax(m_all, -FLT_MAX)) * LOG2_E,
-                              fastmath=True)
-
-
-@cute.jit
-def _row_stats(m: cutlass.Float32, s: cutlass.Float32, sx: cutlass.Float32, part: cute.Tensor, slots: cute.Tensor,
-               parity, t: cutlass.Constexpr, SMOOTH: cutlass.Constexpr):
-    """(max, sum of exp(x - max), sum of x) over the row from each thread's own: warps by shuffles, the
-    CTA through `part` (shared), the cluster by each CTA pushing its triple into every peer's `slots`
-    before one cluster barrier. Both buffers alternate with the row's parity: a CTA (or warp) one row
-    ahead writes the other half, and cannot be two rows ahead (it waits at the next barrier)."""
-    warps = t.threads // 32
-    lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-    m_w = cute.arch.warp_reduction(m, cute.arch.fmax)
-    s_w = cute.arch.warp_reduction(_merge(m, s, m_w), fadd)
-    sx_w = cutlass.Float32(0.0)
-    if cutlass.const_expr(SMOOTH):
-        sx_w = cute.arch.warp_reduction(sx, fadd)
-    if lane == 0:
-        part[parity, 0, warp] = m_w
-        part[parity, 1, warp] = s_w
-        part[parity, 2, warp] = sx_w
-    cute.arch.sync_threads()
-    m_c, s_c, sx_c = cutlass.Float32(-math.inf), cutlass.Float32(0.0), cutlass.Float32(0.0)
-    if lane < warps:
-        m_c, s_c, sx_c = part[parity, 0, lane], part[parity, 1, lane], part[parity, 2, lane]
-    m_all = cute.arch.warp_reduction(m_c, cute.arch.fmax)
-    s_all = cute.arch.warp_reduction(_merge(m_c, s_c, m_all), fadd)
-    sx_all = sx_c
-    if cutlass.const_expr(SMOOTH):
-        sx_all = cute.arch.warp_reduction(sx_c, fadd)
-    if cutlass.const_expr(t.cluster > 1):
-        rank = cute.arch.block_idx()[1]
-        if warp == 0:
-            if lane < t.cluster:  # lane p pushes this CTA's triple into CTA p's slots
-                for v, val in ((0, m_all), (1, s_all), (2, sx_all)):
-                    _store_peer(slots.iterator + cute.crd2idx((parity, v, rank), slots.layout), lane, val)
-        cute.arch.cluster_arrive()  # release: the pushes are visible to their CTAs after the wait
-        cute.arch.cluster_wait()
-        m_all = cutlass.Float32(-math.inf)
-        for p in cutlass.range_constexpr(t.cluster):
-            m_all = cute.arch.fmax(m_all, slots[parity, 0, p])
-        s_all, sx_all = cutlass.Float32(0.0), cutlass.Float32(0.0)
-        for p in cutlass.range_constexpr(t.cluster):
-            s_all += _merge(slots[parity, 0, p], slots[parity, 1, p], m_all)
-            sx_all += slots[parity, 2, p]
-    return m_all, s_all, sx_all
-
-
-@cute.kernel
-def _ce_rows_kernel(mX: cute.Tensor, mT: cute.Tensor, mW: cute.Tensor, mDen: cute.Tensor, mWsum: cute.Tensor,
-                    mLoss: cute.Tensor, mLse: cute.Tensor, mG: cute.Tensor, ignore_index: cutlass.Int64,
-                    eps: cutlass.Float32, z: cutlass.Float32, cap: cutlass.Float32, t: cutlass.Constexpr,
-                    HAS_WEIGHT: cutlass.Constexpr, SMOOTH: cutlass.Constexpr, HAS_Z: cutlass.Constexpr,
-                    HAS_SOFTCAP: cutlass.Constexpr, GRAD: cutlass.Constexpr, REDUCTION: cutlass.Constexpr):
-    """Persistent: cluster c walks rows c, c + clusters, ...; each CTA holds its columns of the row in
-    registers (the row engine's tiling, one row a CTA) and loads the next row's while it reduces this
-    one: one read of the logits, one cluster barrier a row, then with GRAD dlogits for dloss = 1
-    written from the registers into mG (which may be mX)."""
-    tidx, _, _ = cute.arch.thread_idx()
-    first, rank, _ = cute.arch.block_idx()  # rank: this CTA's column tile (its rank in the cluster)
-    clusters, _, _ = cute.arch.grid_dim()
-    smem = cutlass.memory.SmemAllocator()
-    warps = t.threads // 32
-    part = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, 3, warps), stride=(3 * warps, warps, 1)))
-    slots = smem.allocate_tensor(cutlass.Float32, cute.make_layout((2, 3, t.cluster),
-                                                                   stride=(3 * t.cluster, t.cluster, 1)))
-    rows = mX.shape[0]
-    tiled, src, pred = _parts(mX, t, tidx, (first, rank), dst=False)
-    raw = cute.make_fragment_like(src)
-    raw.fill(-math.inf)  # padding columns are never loaded: -inf for good
-    cute.copy(tiled, src, raw, pred=pred)
-    nxt_t = cute.make_rmem_tensor(cute.make_layout(1), cutlass.Int64)
-    nxt_t[0] = cutlass.Int64(mT[first])
-    inside = column_mask(mX, t, tidx, (first, rank))
-    wsum = cutlass.Float32(t.n)
-    if cutlass.const_expr(SMOOTH and HAS_WEIGHT):
-        wsum = mWsum[0]
-    scale = cutlass.Float32(1.0)
-    if cutlass.const_expr(REDUCTION == 2):
-        scale = 1.0 / mDen[0]
-    w = None
-    if cutlass.const_expr(HAS_WEIGHT and SMOOTH):
-        w = load_tile(broadcast_rows(mW, mX), t, tidx, (first, rank), 0.0, raw.shape)
-    parity = cutlass.Int32(0)
-    for row in cutlass.range(first, rows, clusters):
-        x = _capped(raw.load().to(cutlass.Float32), cap, HAS_SOFTCAP)
-        tgt = nxt_t[0]
-        if row + clusters < rows:  # the next row's columns load while this one is reduced
-            tiled, src, pred = _parts(mX, t, tidx, (row + clusters, rank), dst=False)
-            cute.copy(tiled, src, raw, pred=pred)
-            nxt_t[0] = cutlass.Int64(mT[row + clusters])
-        if cutlass.const_expr(HAS_SOFTCAP and inside is not None):
-            x = cute.where(inside, x, -math.inf)  # the cap maps the padding's -inf to -cap
-        kept = tgt != ignore_index and tgt >= 0 and tgt < t.n
-        if not kept:
-            tgt = cutlass.Int64(0)
-        m = x.reduce(cute.ReductionOp.MAX, -math.inf, 0)
-        s = cute.math.exp2((x - cute.arch.fmax(m, -FLT_MAX)) * LOG2_E, fastmath=True).reduce(
-            cute.ReductionOp.ADD, 0.0, 0)
-        sx = cutlass.Float32(0.0)
-        if cutlass.const_expr(SMOOTH):
-            xs = x if cutlass.const_expr(inside is None) else cute.where(inside, x, 0.0)
-            if cutlass.const_expr(HAS_WEIGHT):
-                xs = xs * w
-            sx = xs.reduce(cute.ReductionOp.ADD, 0.0, 0)
-        row_max, total, sx = _row_stats(m, s, sx, part, slots, parity, t, SMOOTH)
-        lse = row_max + cute.math.log(total)
-        hits = _column_hits(mX, t, tidx, (row, rank), cutlass.Int32(tgt))
-        wt = cutlass.Float32(1.0)
-        if cutlass.const_expr(HAS_WEIGHT):
-            wt = cutlass.Float32(mW[tgt])
-        if hits.to(cutlass.Float32).reduce(cute.ReductionOp.ADD, 0.0, 0) > 0.0:  # this thread holds column t
-            xt = cute.where(hits, x, 0.0).reduce(cute.ReductionOp.ADD, 0.0, 0)
-            loss = wt * (1.0 - eps) * (lse - xt)
-            if cutlass.const_expr(SMOOTH):
-                loss += eps / t.n * (wsum * lse - sx)
-            if cutlass.const_expr(HAS_Z):
-                loss += z * lse * lse
-            if not kept:
-                loss = cutlass.Float32(0.0)
-            mLoss[row] = loss
-            mLse[row] = lse
-        if cutlass.const_expr(GRAD):
-            # dx'_c = a p_c - b [c = t] - c_s w_c (formulas in triton.py), times the softcap's derivative
-            k = scale
-            if not kept:
-                k = cutlass.Float32(0.0)
-            b = k * wt * (1.0 - eps)
-            a = b + k * eps * wsum / t.n
-            if cutlass.const_expr(HAS_Z):
-                a += k * 2.0 * z * lse
-            g = cute.math.exp2((x - lse) * LOG2_E, fastmath=True) * a
-            if cutlass.const_expr(SMOOTH):
-                if cutlass.const_expr(HAS_WEIGHT):
-                    g = g - w * (k * eps / t.n)
-                else:
-                    g = g - k * eps / t.n
-            g = cute.where(hits, g - b, g)
-            if cutlass.const_expr(HAS_SOFTCAP):
-                g = g * (1.0 - (x / cap) * (x / cap))
-            store_tile(mG, t, tidx, (row, rank), g)
-        parity = 1 - parity
-
-
 @cute.kernel
 def _scale_kernel(mG: cute.Tensor, mDl: cute.Tensor, copy_x: cute.TiledCopy, N: cutlass.Constexpr,
                   VEC: cutlass.Constexpr, PER_ROW: cutlass.Constexpr):
@@ -784,23 +322,19 @@ def _launch_rows(mX: cute.Tensor, mT: cute.Tensor, mW: cute.Tensor, mDen: cute.T
 
 
 @cute.jit
-def _launch_rows_in_registers(mX: cute.Tensor, mT: cute.Tensor, mW: cute.Tensor, mDen: cute.Tensor,
-                              mWsum: cute.Tensor, mLoss: cute.Tensor, mLse: cute.Tensor, mG: cute.Tensor,
-                              ignore_index: cutlass.Int64, eps: cutlass.Float32, z: cutlass.Float32,
-                              cap: cutlass.Float32, clusters: cutlass.Int32, stream: cuda.CUstream,
-                              t: cutlass.Constexpr, HAS_WEIGHT: cutlass.Constexpr, SMOOTH: cutlass.Constexpr,
-                              HAS_Z: cutlass.Constexpr, HAS_SOFTCAP: cutlass.Constexpr, GRAD: cutlass.Constexpr,
-                              REDUCTION: cutlass.Constexpr):
-    launch_grid(_ce_rows_kernel(mX, mT, mW, mDen, mWsum, mLoss, mLse, mG, ignore_index, eps, z, cap, t, HAS_WEIGHT,
-                                SMOOTH, HAS_Z, HAS_SOFTCAP, GRAD, REDUCTION), clusters, t, stream)
-
-
-@cute.jit
 def _launch_scale(mG: cute.Tensor, mDl: cute.Tensor, stream: cuda.CUstream, N: cutlass.Constexpr,
                   VEC: cutlass.Constexpr, PER_ROW: cutlass.Constexpr):
     copy_x, _ = _copies(mG.element_type, mG.element_type, VEC)
     _scale_kernel(mG, mDl, copy_x, N, VEC, PER_ROW).launch(grid=[mG.shape[0], 1, 1], block=[THREADS, 1, 1],
                                                           stream=stream)
+
+
+def _vector_width(n: int, t: torch.Tensor, *others: torch.Tensor) -> int:
+    """Widest vector (16 bytes of t at most) dividing the row that every base pointer is aligned to."""
+    vec = 16 // t.element_size()
+    while vec > 1 and (n % vec or any(u.data_ptr() % min(16, vec * u.element_size()) for u in (t, *others))):
+        vec //= 2
+    return vec
 
 
 def _rows_arg(t: torch.Tensor, vec: int):
@@ -819,6 +353,10 @@ def _static_arg(t: torch.Tensor, vec: int):
     return from_dlpack(t.detach(), assumed_align=min(16, vec * t.element_size()))
 
 
+def _stream(t: torch.Tensor) -> cuda.CUstream:
+    return cuda.CUstream(torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0)
+
+
 def _run(name: str, fn, key: tuple, args: list, static: tuple) -> None:
     """Compile once per key (the DSL does not cache), then launch."""
     compiled = _CACHE.get((name, *key))
@@ -833,68 +371,36 @@ def _setup(t: torch.Tensor, w: torch.Tensor | None, n_cols: int, ignore_index: i
     wsum = torch.empty(1, dtype=torch.float32, device=t.device)
     w_arg = w if w is not None else denom
     flags = (w is not None, w is not None and smooth)
-    args = [_vec_arg(t), _vec_arg(w_arg), _vec_arg(denom), _vec_arg(wsum), cutlass.Int64(ignore_index), stream_of(t)]
+    args = [_vec_arg(t), _vec_arg(w_arg), _vec_arg(denom), _vec_arg(wsum), cutlass.Int64(ignore_index), _stream(t)]
     _run("setup", _launch_setup, (t.dtype, t.device.type, n_cols, *flags), args, (n_cols, *flags))
     return denom, wsum
-
-
-def register_tiling(n_cols: int, vec: int) -> Tiling | None:
-    """The row engine's tiling that holds a row of n_cols in registers, REGISTER_VALUES logits a thread,
-    one row a CTA (over a cluster of CTAs when wide); None where the row does not fit CTAs of at most
-    REGISTER_THREADS threads, or several rows would share a CTA: those rows are streamed (_ce_kernel)."""
-    t = tiling(n_cols, vec, REGISTER_VALUES)
-    if t.threads <= REGISTER_THREADS and t.vpt * t.vec <= REGISTER_VALUES and t.rows == 1:
-        return t
-    return None
-
-
-def _clusters(x: torch.Tensor, t: Tiling) -> int:
-    """Clusters of the persistent row kernel: as many as are resident at once (CTAs of REGISTER_THREADS
-    threads and their registers: one an SM), never more than there are rows."""
-    sms = _sm_count(x.device.index or 0) if x.is_cuda else 132  # CPU: compile-only, any count will do
-    per_sm = max(1, REGISTER_THREADS // t.threads)
-    return max(1, min(x.shape[0], PERSISTENT_CLUSTERS or sms * per_sm // t.cluster))
-
-
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def _rows(x, t, w, denom, wsum, loss, lse, dloss, grad, options, mode: int) -> None:
     ignore_index, reduction, eps, z, cap = options
     n_cols = x.shape[1]
-    vec = vector_width(n_cols, [x, grad, *([w] if w is not None else [])])
+    vec = _vector_width(n_cols, x, grad, *([w] if w is not None else []))
     w_arg = w if w is not None else denom
-    flags = (w is not None, eps > 0.0, z > 0.0, cap is not None)
-    scalars = [cutlass.Int64(ignore_index), cutlass.Float32(eps), cutlass.Float32(z), cutlass.Float32(cap or 1.0)]
-    held = mode != 2 and ROWS_IN_REGISTERS and not (w is not None and eps > 0.0)  # weighted smoothing: spills
-    tiles = register_tiling(n_cols, vec) if held else None
-    if tiles is not None:  # forward (and the fused gradient): the row read once, held in registers
-        args = [_rows_arg(x, vec), _vec_arg(t), _static_arg(w_arg, vec), _vec_arg(denom), _vec_arg(wsum),
-                _vec_arg(loss), _vec_arg(lse), _rows_arg(grad, vec), *scalars,
-                cutlass.Int32(_clusters(x, tiles)), stream_of(x)]
-        static = (tiles, *flags, mode == 1, REDUCTIONS[reduction])
-        _run("rows_reg", _launch_rows_in_registers, (x.dtype, t.dtype, x.device.type, *static), args, static)
-        return
+    flags = (w is not None, eps > 0.0, z > 0.0, cap is not None, mode, REDUCTIONS[reduction])
     args = [_rows_arg(x, vec), _vec_arg(t), _static_arg(w_arg, vec), _vec_arg(denom), _vec_arg(wsum), _vec_arg(loss),
-            _vec_arg(lse), _vec_arg(dloss), _rows_arg(grad, vec), *scalars, stream_of(x)]
-    static = (n_cols, vec, *flags, mode, REDUCTIONS[reduction])
-    _run("rows", _launch_rows, (x.dtype, t.dtype, x.device.type, *static), args, static)
+            _vec_arg(lse), _vec_arg(dloss), _rows_arg(grad, vec), cutlass.Int64(ignore_index), cutlass.Float32(eps),
+            cutlass.Float32(z), cutlass.Float32(cap or 1.0), _stream(x)]
+    key = (x.dtype, t.dtype, x.device.type, n_cols, vec, *flags)
+    _run("rows", _launch_rows, key, args, (n_cols, vec, *flags))
 
 
 def _reduce(row_loss: torch.Tensor, denom: torch.Tensor, out: torch.Tensor, mean: bool) -> None:
-    args = [_vec_arg(row_loss), _vec_arg(denom), _vec_arg(out.view(1)), stream_of(row_loss)]
+    args = [_vec_arg(row_loss), _vec_arg(denom), _vec_arg(out.view(1)), _stream(row_loss)]
     _run("reduce", _launch_reduce, (out.dtype, row_loss.device.type, mean), args, (mean,))
 
 
 def _scale(grad: torch.Tensor, dloss: torch.Tensor) -> None:
     """grad [N, V] *= dloss (0-dim, or [N]) in place."""
     n_cols = grad.shape[1]
-    vec = vector_width(n_cols, [grad])
+    vec = _vector_width(n_cols, grad)
     per_row = dloss.dim() > 0
     dl = dloss.reshape(-1).to(torch.float32).contiguous()
-    args = [_rows_arg(grad, vec), _vec_arg(dl), stream_of(grad)]
+    args = [_rows_arg(grad, vec), _vec_arg(dl), _stream(grad)]
     _run("scale", _launch_scale, (grad.dtype, grad.device.type, n_cols, vec, per_row), args, (n_cols, vec, per_row))
 
 

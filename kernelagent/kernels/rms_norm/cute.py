@@ -29,7 +29,7 @@ from cutlass.cute.runtime import from_dlpack
 FWD_VALUES = 32
 BWD_VALUES = 16
 
-# ---- row engine: shared by the row-wise cute.py files (softmax, log_softmax, rms_norm, layer_norm, cross_entropy) ----
+# ---- row engine: shared by the row-wise cute.py files (softmax, log_softmax, rms_norm, layer_norm) ----
 MAX_THREADS = 1024  # a CTA; one row may use all of them
 MAX_CTA_THREADS_PER_ROW = 512  # wider rows go to a cluster first (two CTAs of 512 threads fit one SM)
 MAX_CLUSTER = 8  # the portable cluster size on sm_90
