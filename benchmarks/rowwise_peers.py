@@ -255,9 +255,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     copy_tbps = (ceil.get("copy_gbps") or 0) / 1e3
     impls = implementations()
     ops = [o for o in OPS if not args.only or o in args.only.split(",")]
-    cases = [(op, *MAIN_SHAPE) for op in ops]
+    cases = [] if args.sweep_only else [(op, *MAIN_SHAPE) for op in ops]
     sweep_ops = OPS if args.full else SWEEP_OPS
-    for n in (SWEEP_N_FULL if args.full else SWEEP_N):
+    widths = tuple(int(w) for w in args.widths.split(",")) if args.widths else SWEEP_N_FULL if args.full else SWEEP_N
+    for n in widths:
         cases += [(op, SWEEP_ELEMENTS // n, n) for op in ops if op in sweep_ops]
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {}
@@ -561,7 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated ops")
     p.add_argument("--full", action="store_true", help="every op and 9 row lengths in the sweep (longer)")
     p.add_argument("--tune", action="store_true", help="time launch-table alternatives instead")
-    p.add_argument("--widths", default="", help="--tune: comma-separated row lengths (default TUNE_WIDTHS)")
+    p.add_argument("--widths", default="", help="comma-separated row lengths: the sweep's (default SWEEP_N), or "
+                                                "--tune's (default TUNE_WIDTHS)")
+    p.add_argument("--sweep-only", action="store_true", help="leave out the [32768, 8192] cases")
     p.add_argument("--tune-mode", choices=("forward", "backward", "both"), default="both", help="--tune: which pass")
     p.add_argument("--plot", type=Path, help="redraw the PNG of a results file (no GPU needed)")
     p.add_argument("--cards", type=Path, help="copy a results file's figures into the cards (no GPU needed)")
