@@ -184,41 +184,38 @@ def sync_row_group(cluster: int) -> None:
 
 
 def reduction_buffer(smem, t: Tiling) -> cute.Tensor:
-    """(ROWS, warps per row) partials, and with a cluster one more slot for the CTA's total."""
-    slots = max(t.tpr // 32, 1) + (1 if t.cluster > 1 else 0)
-    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((t.rows, slots), stride=(slots, 1)))
+    warps = max(t.tpr // 32, 1)
+    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((t.rows, warps), stride=(warps, 1)))
 
 
 @cute.jit
 def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
                tpr: cutlass.Constexpr, cluster: cutlass.Constexpr) -> cutlass.Float32:
     """Reduce one value per thread over the threads (and CTAs) of its row; every thread gets the result.
-    Warps by shuffles, the CTA through `buf` (shared), then a cluster by one barrier after which lane p
-    reads CTA p's total through DSMEM: one remote load a lane, in parallel. `buf` is this reduction's
-    own buffer (reduction_buffer): a kernel that reuses one must sync the row group first."""
+    `buf` is this reduction's own shared buffer (ROWS, warps per row): buffers are never reused within
+    a launch, so no barrier is needed after reading them."""
     val = cute.arch.warp_reduction(val, op, threads_in_group=min(tpr, 32))
     warps_per_row = cutlass.const_expr(max(tpr // 32, 1))
-    lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-    if cutlass.const_expr(warps_per_row > 1):
+    if cutlass.const_expr(warps_per_row > 1 or cluster > 1):
+        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
         row, slot = warp // warps_per_row, warp % warps_per_row
         if lane == 0:
             buf[row, slot] = val
-        cute.arch.sync_threads()
+        if cutlass.const_expr(cluster > 1):
+            cute.arch.cluster_arrive()  # release: the partials are visible to the peers after the wait
+            cute.arch.cluster_wait()
+        else:
+            cute.arch.sync_threads()
+        total = cutlass.const_expr(warps_per_row * cluster)
         acc = cutlass.Float32(init)
-        for i in cutlass.range_constexpr(-(-warps_per_row // 32)):
+        for i in cutlass.range_constexpr(-(-total // 32)):
             idx = lane + i * 32
-            if idx < warps_per_row:
-                acc = op(acc, buf[row, idx])
-        val = cute.arch.warp_reduction(acc, op)
-    if cutlass.const_expr(cluster > 1):  # one row a CTA here
-        if warp == 0:
-            if lane == 0:
-                buf[0, warps_per_row] = val
-        cute.arch.cluster_arrive()  # release: the totals are visible to the peers after the wait
-        cute.arch.cluster_wait()
-        acc = cutlass.Float32(init)
-        if lane < cluster:
-            acc = load_peer(buf.iterator + cute.crd2idx((0, warps_per_row), buf.layout), lane)
+            if idx < total:
+                if cutlass.const_expr(cluster > 1):  # the partial of CTA idx // warps_per_row, through DSMEM
+                    ptr = buf.iterator + cute.crd2idx((row, idx % warps_per_row), buf.layout)
+                    acc = op(acc, load_peer(ptr, idx // warps_per_row))
+                else:
+                    acc = op(acc, buf[row, idx])
         val = cute.arch.warp_reduction(acc, op)
     return val
 
