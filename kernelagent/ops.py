@@ -9,10 +9,11 @@ backward, a fake implementation and a CPU implementation, so the same code runs 
 or CuTe DSL kernels), on CPU (plain torch in fp32), on meta and fake tensors and under
 `torch.compile(fullgraph=True)`. The kernels work in fp32 and return the input's dtype.
 
-The backend is Triton unless `set_backend("cute")` or `set_backend("auto")` (CuTe DSL for wide rows;
-both need nvidia-cutlass-dsl). The losses (`cross_entropy`, `linear_cross_entropy`, `CrossEntropyLoss`,
-`LinearCrossEntropyLoss`) and attention (`attention`, `attention_varlen`, `sdpa`) are loaded from their
-library folders on first use, so importing this module does not compile them.
+The backend is Triton unless `set_backend("cute")` or `set_backend("auto")` (CuTe DSL at the row
+lengths where it measured faster, AUTO_CUTE; both need nvidia-cutlass-dsl). The losses (`cross_entropy`,
+`linear_cross_entropy`, `CrossEntropyLoss`, `LinearCrossEntropyLoss`) and attention (`attention`,
+`attention_varlen`, `sdpa`) are loaded from their library folders on first use, so importing this module
+does not compile them.
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ BACKENDS = ("triton", "cute", "auto")
 FAMILIES = ("softmax", "log_softmax", "rms_norm", "layer_norm")
 _TRITON = {"softmax": _softmax_triton, "log_softmax": _log_softmax_triton, "rms_norm": _rms_norm_triton,
            "layer_norm": _layer_norm_triton}
-# "auto": CUDA rows at least this wide go to the CuTe kernels (a cluster keeps a 64K+ row in registers
-# where Triton reads it twice); to be set from benchmarks/rowwise_peers.py's sweep.
-AUTO_CUTE_FROM = {"softmax": 65536, "log_softmax": 65536, "rms_norm": 65536, "layer_norm": 65536}
+# "auto": the row lengths (padded to a power of two) whose forward+backward ran faster with the CuTe
+# kernels than with Triton in benchmarks/rowwise_peers.py's sweep on the H200
+# (benchmarks/results/2026-12-03-h200/rowwise_peers.json, 2**27 bf16 elements a width); every other
+# length, measured or not, runs Triton. log_softmax, measured at 8192 only, follows softmax (same kernels'
+# structure). The norms' CuTe backward holds x, dy and the weight's gradient in registers: past 16K
+# columns it runs out of them (ptxas spills at 262144).
+AUTO_CUTE = {"softmax": frozenset({1024, 2048, 4096, 8192, 65536}),
+             "log_softmax": frozenset({1024, 2048, 4096, 8192, 65536}),
+             "rms_norm": frozenset({16384}), "layer_norm": frozenset({16384})}
 _STATE: dict[str, Any] = {"backend": "triton", "cute": None}
 # name -> (library folder, attribute); the modules live in their folder's package or its triton.py
 _LAZY = {"cross_entropy": ("cross_entropy", "cross_entropy"),
@@ -53,7 +60,7 @@ class BackendError(ValueError):
 
 def set_backend(name: str) -> None:
     """Run the row-wise ops with 'triton' (the default), 'cute' (CuTe DSL kernels on CUDA tensors) or
-    'auto' (CuTe for rows at least AUTO_CUTE_FROM wide, Triton below)."""
+    'auto' (CuTe for the CUDA row lengths in AUTO_CUTE, where it measured faster; Triton elsewhere)."""
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name != "triton" and _STATE["cute"] is None:
@@ -73,9 +80,14 @@ def get_backend() -> str:
 def _kernels(family: str, x: torch.Tensor) -> ModuleType:
     """The kernel module that runs `family` on x under the current backend."""
     backend = _STATE["backend"]
-    if backend == "cute" or (backend == "auto" and x.is_cuda and x.shape[-1] >= AUTO_CUTE_FROM[family]):
+    if backend == "cute" or (backend == "auto" and x.is_cuda and _padded(x.shape[-1]) in AUTO_CUTE[family]):
         return _STATE["cute"][family]
     return _TRITON[family]
+
+
+def _padded(n: int) -> int:
+    """n rounded up to a power of two (the width the kernels' launch tables and tilings see)."""
+    return 1 << max(n - 1, 0).bit_length()
 
 
 # ------------------------------------------------------------------------------------------ functions

@@ -162,9 +162,14 @@ def test_cute_backend_runs_the_same_api():
         assert torch.allclose(y, torch.softmax(x, -1)) and x.grad.abs().max() < 1e-6
         rows = check("layer_norm", lambda a, w, b: ops.layer_norm(a, w, b, 1e-5), (3, 9), torch.float32)
         assert not failures(rows)
-        ops.set_backend("auto")  # CuTe only for CUDA rows of AUTO_CUTE_FROM columns or more
+        ops.set_backend("auto")  # CuTe only for CUDA rows at the lengths of AUTO_CUTE
         assert ops.get_backend() == "auto"
-        assert ops._kernels("softmax", x).__name__.endswith("softmax.triton")
+        assert ops._kernels("softmax", x).__name__.endswith("softmax.triton")  # a CPU tensor: never CuTe
+        for family, n, backend in (("softmax", 1000, "cute"), ("softmax", 16384, "triton"), ("softmax", 40000, "cute"),
+                                   ("rms_norm", 8192, "triton"), ("rms_norm", 9000, "cute"),
+                                   ("layer_norm", 262144, "triton")):
+            probe = type("Probe", (), {"is_cuda": True, "shape": (2, n)})()  # only is_cuda and the width are read
+            assert ops._kernels(family, probe).__name__.endswith(f"{family}.{backend}"), (family, n)
         assert torch.allclose(ops.softmax(x), torch.softmax(x, -1))
     finally:
         ops.set_backend("triton")
