@@ -261,7 +261,8 @@ def gemm_sweep(rows: list[dict]) -> None:
     sets = [[torch.randn(m, h, device="cuda", dtype=DT), torch.randn(v, h, device="cuda", dtype=DT) / h**0.5,
              torch.randint(0, v, (m,), device="cuda")]]
     saved = lce.GEMM_CONFIGS[(2, True)]
-    grid = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (128, 256, 64, 8, 8, 4)]
+    grid = [(128, 256, 64, 8, 8, 3), (128, 128, 64, 8, 4, 4), (128, 256, 64, 8, 8, 4), (256, 128, 64, 8, 8, 3),
+            (128, 256, 64, 16, 8, 3), (128, 128, 128, 8, 8, 3)]
     fn = lambda a, b, c: lce.linear_cross_entropy(a, b, c, gemm="triton")  # noqa: E731
     try:
         for config in grid[: 2 if QUICK else None]:
