@@ -22,10 +22,11 @@ import triton.language as tl
 
 # ---------------------------------------------------------------------------------- launch tables
 # (widest padded row, rows per program, num_warps), first match wins; wider rows loop over column
-# blocks. The 8192..32768 rows are measured on an H200 (softmax [32768, 8192] bf16 forward at
-# 97 % of the copy bandwidth with 16 warps); the multi-row entries aim at 8-16 KiB of bf16 per
-# program and are untuned: `benchmarks/rowwise_peers.py --tune` prints the best per width.
-FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 8, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
+# blocks. Tuned on an H200 (`benchmarks/rowwise_peers.py --tune`, 2**27 bf16 elements a width;
+# benchmarks/results/2026-12-03-h200/rowwise_tuning_softmax_forward.json): 1024 (4.05 TB/s against
+# 3.40 with 8 rows a program), 8192 and 16384 (the entries were already the best); the other
+# multi-row entries aim at 8-16 KiB of bf16 per program and are untuned.
+FWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 2, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
              (16384, 1, 16), (32768, 1, 16))
 # The backward holds two rows (y and dy): registers run out at half the forward's width.
 BWD_TABLE = ((64, 64, 4), (256, 32, 4), (1024, 8, 4), (2048, 4, 8), (4096, 2, 8), (8192, 1, 16),
