@@ -25,6 +25,10 @@ import torch.nn as nn
 from cutlass.cute.runtime import from_dlpack
 
 LOG2_E = math.log2(math.e)
+# Cluster reductions of the forward through mbarriers and st.async (one round trip, no cluster barrier)
+# instead of the row engine's barrier and remote loads: an experiment, measured by
+# benchmarks/probes/cluster_reduce.py.
+ASYNC_CLUSTER_REDUCE = False
 # fp32 values a thread holds per tensor: forward one tensor (x), backward two (y and dy).
 FWD_VALUES = 32
 BWD_VALUES = 16
@@ -320,19 +324,73 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------- kernels
 
 
+def _store_peer_async(dst: cute.Pointer, mbar: cute.Pointer, rank, value: cutlass.Float32) -> None:
+    """st.async `value` to `dst` in the shared memory of the cluster's CTA `rank`, completing 4 bytes of
+    the transaction count of that CTA's mbarrier at the address of `mbar`."""
+    cute.arch.inline_ptx(
+        "{\n.reg .u32 ra, rb;\nmapa.shared::cluster.u32 ra, {$r0}, {$r2};\n"
+        "mapa.shared::cluster.u32 rb, {$r1}, {$r2};\n"
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], {$r3}, [rb];\n}",
+        read_only_args=[dst.toint(), mbar.toint(), cutlass.Int32(rank), value])
+
+
+@cute.jit
+def _cluster_reduce_async(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
+                          mbar: cute.Pointer, t: cutlass.Constexpr) -> cutlass.Float32:
+    """One row a CTA over a cluster: every warp pushes its partial into every peer's `buf` (warps x
+    cluster slots) with st.async, whose bytes complete the peer's own mbarrier (armed here for all it
+    will receive); one wait, then the local slots are reduced. No cluster barrier: the mbarriers were
+    initialised and made visible before the first push (the kernel's start)."""
+    warps = t.tpr // 32
+    lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+    rank = cute.arch.block_idx()[1]
+    val = cute.arch.warp_reduction(val, op)
+    if warp == 0:
+        if lane == 0:
+            cute.arch.mbarrier_arrive_and_expect_tx(mbar, warps * t.cluster * 4)
+    if lane < t.cluster:
+        _store_peer_async(buf.iterator + cute.crd2idx((warp, rank), buf.layout), mbar, lane, val)
+    cute.arch.mbarrier_wait(mbar, 0)
+    acc = cutlass.Float32(init)
+    for i in cutlass.range_constexpr(-(-(warps * t.cluster) // 32)):
+        idx = lane + i * 32
+        if idx < warps * t.cluster:
+            acc = op(acc, buf[idx % warps, idx // warps])
+    return cute.arch.warp_reduction(acc, op)
+
+
 @cute.kernel
-def _softmax_fwd_kernel(mX: cute.Tensor, mY: cute.Tensor, t: cutlass.Constexpr):
+def _softmax_fwd_kernel(mX: cute.Tensor, mY: cute.Tensor, t: cutlass.Constexpr, ASYNC: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, rank, _ = cute.arch.block_idx()  # rank: this CTA's column tile (its rank in the cluster)
     smem = cutlass.memory.SmemAllocator()
-    max_buf, sum_buf = reduction_buffer(smem, t), reduction_buffer(smem, t)
-    x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)  # padding: never the max, and exp(-inf) = 0
-    row_max = row_reduce(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, max_buf, t.tpr, t.cluster)
-    e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
-    row_sum = row_reduce(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, sum_buf, t.tpr, t.cluster)
-    store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
-    if cutlass.const_expr(t.cluster > 1):  # stay until every peer has read this CTA's partials
-        sync_row_group(t.cluster)
+    if cutlass.const_expr(ASYNC and t.cluster > 1):
+        warps = t.tpr // 32
+        mbars = smem.allocate_array(cutlass.Int64, 2)
+        bufs = [smem.allocate_tensor(cutlass.Float32, cute.make_layout((warps, t.cluster), stride=(1, warps)))
+                for _ in range(2)]
+        if tidx == 0:
+            cute.arch.mbarrier_init(mbars, 1)
+            cute.arch.mbarrier_init(mbars + 1, 1)
+        cute.arch.mbarrier_init_fence()
+        cute.arch.cluster_arrive_relaxed()  # the peers must see the mbarriers before pushing to them
+        x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)
+        cute.arch.cluster_wait()
+        row_max = _cluster_reduce_async(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, bufs[0],
+                                        mbars, t)
+        e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
+        row_sum = _cluster_reduce_async(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, bufs[1], mbars + 1, t)
+        store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
+    else:
+        max_buf, sum_buf = reduction_buffer(smem, t), reduction_buffer(smem, t)
+        x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)  # padding: never the max, and exp(-inf) = 0
+        row_max = row_reduce(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, max_buf, t.tpr,
+                             t.cluster)
+        e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
+        row_sum = row_reduce(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, sum_buf, t.tpr, t.cluster)
+        store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
+        if cutlass.const_expr(t.cluster > 1):  # stay until every peer has read this CTA's partials
+            sync_row_group(t.cluster)
 
 
 @cute.kernel
@@ -354,8 +412,9 @@ def _softmax_bwd_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, t: 
 
 
 @cute.jit
-def _softmax_fwd(mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, t: cutlass.Constexpr):
-    launch_grid(_softmax_fwd_kernel(mX, mY, t), cute.ceil_div(mX.shape[0], t.rows), t, stream)
+def _softmax_fwd(mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, t: cutlass.Constexpr,
+                 ASYNC: cutlass.Constexpr):
+    launch_grid(_softmax_fwd_kernel(mX, mY, t, ASYNC), cute.ceil_div(mX.shape[0], t.rows), t, stream)
 
 
 @cute.jit
@@ -375,7 +434,7 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     _check(x)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
-        launch(_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_VALUES)
+        launch(_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_VALUES, ASYNC_CLUSTER_REDUCE)
     return y
 
 
