@@ -27,7 +27,8 @@ def list_cmd(json_out: bool, console: Any) -> None:
         return
     table = Table(box=None)
     for col in ("name", "shelf", "backends", "dtypes", "vs eager (GPU)", "summary"):
-        table.add_column(col, overflow="fold")
+        whole = col == "name"  # the word a reader looks up (`library show NAME`): never broken
+        table.add_column(col, overflow="fold", no_wrap=whole)
     for e in entries:
         table.add_row(e["name"], e["origin"], ", ".join(e["backends"]), ", ".join(e["dtypes"]),
                       speedups(e["verified"]), escape(first_sentence(e["summary"])))
