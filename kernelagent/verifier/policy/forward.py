@@ -32,6 +32,8 @@ _CONTAINER_METHODS = frozenset({
     "index", "count", "remove", "clear", "appendleft", "discard", "copy",
 })
 _EINOPS_COMPUTE = frozenset({"reduce", "einsum"})
+# Callables that apply the function they are given to the items of what they are given.
+_APPLIERS = frozenset({"functools.reduce", "builtins.map", "itertools.accumulate", "itertools.starmap"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _HOST_READS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__index__"})
 # read as a value (not called at once), these hand over a way to read memory on the host, whatever they are
@@ -230,6 +232,29 @@ class ForwardChecker:
             self._flag(call, f"{label} on tensors computes in PyTorch in the forward path")
         elif root == "einops" and rest in _EINOPS_COMPUTE and self._tensor_args(call, scope):
             self._flag(call, f"{label} computes on tensors in PyTorch in the forward path")
+        elif qual in _APPLIERS and self._applies_arithmetic(qual, call, scope):
+            self._flag(call, f"{label} applies an arithmetic operator to tensors, which computes in PyTorch in "
+                             "the forward path")
+
+    def _applies_arithmetic(self, qual: str, call: ast.Call, scope: Scope) -> bool:
+        """reduce / map / accumulate / starmap handed one of `operator`'s arithmetic functions (accumulate: its
+        default, addition) and tensors, or literal lists or tuples holding them, to apply it to."""
+        at = 1 if qual == "itertools.accumulate" else 0
+        func = call.args[at] if len(call.args) > at else next((k.value for k in call.keywords if k.arg == "func"), None)
+        data = [a for i, a in enumerate(call.args) if i != at]
+        if func is None:
+            arithmetic = qual == "itertools.accumulate"
+        else:
+            arithmetic = any(v.kind == "ref" and v.name.startswith("operator.") and
+                             v.name.partition(".")[2] not in _OPERATOR_NEUTRAL for v in self.r.resolve(func, scope))
+        return arithmetic and any(self._holds_tensors(a, scope, 2) for a in data)
+
+    def _holds_tensors(self, node: ast.AST, scope: Scope, depth: int) -> bool:
+        if self.tensors.is_tensor(node, scope):
+            return True
+        if depth and isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return any(self._holds_tensors(e, scope, depth - 1) for e in node.elts)
+        return False
 
     def _tensor_args(self, call: ast.Call, scope: Scope) -> bool:
         values = [*call.args, *[k.value for k in call.keywords]]
@@ -301,7 +326,12 @@ class ForwardChecker:
     # --- device code --------------------------------------------------------------------------
     def _check_device_code(self, func: FuncInfo) -> None:
         """Kernel code is traced as Python: PyTorch reached from it would run on the host each time."""
+        triton_body = self._is_triton(func)
         for node in self.info.body_nodes(func.node):
+            if triton_body and _interpreter_internal(node):
+                self._flag(node, f"`{short(node)}` reaches the CPU interpreter's own values (a tensor's `handle` "
+                                 "holds its NumPy array there): the GPU compiler has no such attribute")
+                continue
             if not isinstance(node, ast.Call):
                 continue
             scope = self.info.scope_at(node, func.scope)
@@ -310,7 +340,6 @@ class ForwardChecker:
                 if self.tensors.is_tensor(access[0], scope):
                     self._flag(node, f"`{short(node.func)}(...)` computes on a torch tensor inside kernel code")
                     continue
-            triton_body = self._is_triton(func)
             for val in self.r.resolve(node.func, scope):
                 if val.kind == "ref" and val.name.startswith("torch.") and not torch_call_allowed(val.name):
                     self._flag(node, f"`{short(node.func)}(...)` calls PyTorch inside kernel code; it runs in "
@@ -329,6 +358,20 @@ class ForwardChecker:
         Python at trace time by design."""
         return any(v.kind == "ref" and v.name.split(".")[0] == "triton"
                    for _, vals in self.graph.decorator_vals(func) for v in vals)
+
+
+_INTERPRETER_ATTRS = frozenset({"handle"})
+
+
+def _interpreter_internal(node: ast.AST) -> bool:
+    """`x.handle` (or `getattr(x, "handle")`) in Triton code: under the interpreter, the NumPy array of a
+    block; compiled, an IR value no kernel reads."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _INTERPRETER_ATTRS
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
+        return len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in (
+            _INTERPRETER_ATTRS)
+    return False
 
 
 def _on_constexprs(call: ast.Call, kernel: ast.AST) -> bool:

@@ -34,9 +34,9 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
             if p.has_default:
                 continue
             raise KeyError(p.name)
-        if p.is_constexpr or desc["kind"] in ("none", "const"):
+        if p.is_constexpr or desc["kind"] in ("none", "const", "dtype"):
             signature[p.name] = "constexpr"
-            constexprs[p.name] = desc.get("value")
+            constexprs[p.name] = _constexpr_value(p.name, desc)
         elif desc["kind"] in ("ptr", "int"):
             if desc["kind"] == "ptr":
                 signature[p.name] = "*" + desc["dtype"]
@@ -52,6 +52,25 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
         else:
             raise TypeError(f"argument {p.name} of type {desc.get('type')} cannot be compiled ahead of time")
     return signature, constexprs, attrs
+
+
+_CONSTEXPR_KINDS = frozenset({"none", "const", "int", "float", "bool", "dtype"})
+
+
+def _constexpr_value(name: str, desc: dict[str, Any]) -> Any:
+    """The value the interpreter launched with, rebuilt. An argument known only by its type cannot be: a
+    stand-in (None) would compile another kernel than the one that ran (a constexpr branch), so it raises."""
+    import triton.language as tl
+
+    if desc["kind"] not in _CONSTEXPR_KINDS:
+        raise TypeError(f"constexpr {name} of type {desc.get('type', desc['kind'])} is not a value the compile can "
+                        "rebuild")
+    if desc["kind"] == "dtype":
+        try:
+            return tl.dtype(desc["value"])
+        except (AssertionError, ValueError, TypeError) as e:  # a pointer type, or a name Triton does not know
+            raise TypeError(f"constexpr {name} of Triton type {desc['value']} cannot be rebuilt: {e}") from e
+    return desc.get("value")
 
 
 def _ptxas_report(ptx: str) -> dict[str, Any]:

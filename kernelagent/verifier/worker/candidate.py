@@ -266,9 +266,12 @@ class CandidateRunner:
                     "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
                     "your backward kernel(s)")
             named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+            forward_adds = _adds(rec.ops)
             raw = torch.autograd.grad(outs, diff + [p for _, p in named], (grad_outputs or [])[:len(outs)],
                                       allow_unused=True)
-        self._grad_leaves = len(diff) + len(named)  # how many sums the autograd engine may have done
+        # how many sums the autograd engine may have done: one a leaf at most, and only in the backward (an add
+        # dispatched by forward is the candidate's, whatever the count)
+        self._grad_leaves = min(len(diff) + len(named), _adds(rec.ops) - forward_adds)
         return grads_dict(raw, diff, named), leaves, structure
 
     def sync(self) -> None:
@@ -545,6 +548,11 @@ def _load_category(e: ProblemError) -> tuple[str, str]:
         if category == "compile_error":
             return category, message
     return "load_error", str(e)
+
+
+def _adds(ops: Any) -> int:
+    """The additions a record holds (what the autograd engine's gradient sums dispatch)."""
+    return int(ops.get("aten.add", 0)) + int(ops.get("aten.add_", 0))
 
 
 def _failure(e: BaseException, candidate_path: str, what: str) -> CandidateFailure:

@@ -50,6 +50,8 @@ def describe_arg(value: Any) -> dict[str, Any]:
         return describe_arg(value.value)
     if isinstance(value, (str, tuple)):
         return {"kind": "const", "value": value if isinstance(value, str) else list(value)}
+    if type(value).__name__ == "dtype" and type(value).__module__.startswith("triton."):
+        return {"kind": "dtype", "value": value.name}  # tl.float32 and friends: a constexpr the kernel may branch on
     return {"kind": "other", "type": type(value).__name__}
 
 

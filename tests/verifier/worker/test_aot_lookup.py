@@ -91,3 +91,24 @@ def test_numpy_integers_launch_as_integers():
     np = pytest.importorskip("numpy")
     assert describe_arg(np.int64(7))["kind"] in ("int", "const")
     assert describe_arg(np.int64(7))["value"] == 7
+
+
+def test_a_dtype_constexpr_is_rebuilt_and_an_opaque_one_is_not_compiled():
+    # the compile must build the kernel the interpreter ran: a constexpr branch on a stand-in value (None) compiled
+    # another one (red-team review, 2026-12-03: NumPy in the branch taken, a copy in the branch compiled)
+    import triton.language as tl
+
+    from kernelagent.verifier.worker.aot import _signature
+
+    class Param:
+        def __init__(self, name: str):
+            self.name, self.is_constexpr, self.has_default = name, True, False
+
+    fn = type("Fn", (), {"params": [Param("OUT")]})()
+    assert describe_arg(tl.bfloat16) == {"kind": "dtype", "value": "bf16"}
+    signature, constexprs, _ = _signature(fn, {"OUT": describe_arg(tl.bfloat16)})
+    assert signature == {"OUT": "constexpr"} and constexprs["OUT"] == tl.bfloat16
+    with pytest.raises(TypeError, match="cannot be rebuilt|not a value"):
+        _signature(fn, {"OUT": describe_arg(object())})
+    with pytest.raises(TypeError):
+        _signature(fn, {"OUT": {"kind": "dtype", "value": "pointer<fp32>"}})
