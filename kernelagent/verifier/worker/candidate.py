@@ -333,8 +333,12 @@ class CandidateRunner:
         """Two calls on the same buffers, the partner trial's values copied in between: both recorded and
         judged like any other call (an unrecorded call is one where anything goes)."""
         bufs = tensorio.clone_leaves(first["inputs"])
+        if self.backward:  # called as the trials are: no call may be told from them by autograd's state
+            for t in pytree.tree_leaves(bufs):
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    t.requires_grad_(True)
         try:
-            with torch.no_grad(), guard.hidden_modules():
+            with torch.enable_grad() if self.backward else torch.no_grad(), guard.hidden_modules():
                 self.facts.probe_calls["reuse_first"], _ = self._recorded(bufs)
                 self.sync()
                 for dst, src in zip(pytree.tree_leaves(bufs), pytree.tree_leaves(partner["inputs"]), strict=True):
