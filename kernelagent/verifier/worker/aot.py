@@ -34,9 +34,9 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
             if p.has_default:
                 continue
             raise KeyError(p.name)
-        if p.is_constexpr or desc["kind"] in ("none", "const", "dtype"):
+        if p.is_constexpr or desc["kind"] in ("none", "const", "dtype", "torch_dtype", "tuple", "jit"):
             signature[p.name] = "constexpr"
-            constexprs[p.name] = _constexpr_value(p.name, desc)
+            constexprs[p.name] = _constexpr_value(p.name, desc, fn)
         elif desc["kind"] in ("ptr", "int"):
             if desc["kind"] == "ptr":
                 signature[p.name] = "*" + desc["dtype"]
@@ -54,10 +54,10 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
     return signature, constexprs, attrs
 
 
-_CONSTEXPR_KINDS = frozenset({"none", "const", "int", "float", "bool", "dtype"})
+_CONSTEXPR_KINDS = frozenset({"none", "const", "int", "float", "bool", "dtype", "torch_dtype", "tuple", "jit"})
 
 
-def _constexpr_value(name: str, desc: dict[str, Any]) -> Any:
+def _constexpr_value(name: str, desc: dict[str, Any], kernel: Any = None) -> Any:
     """The value the interpreter launched with, rebuilt. An argument known only by its type cannot be: a
     stand-in (None) would compile another kernel than the one that ran (a constexpr branch), so it raises."""
     import triton.language as tl
@@ -70,6 +70,23 @@ def _constexpr_value(name: str, desc: dict[str, Any]) -> Any:
             return tl.dtype(desc["value"])
         except (AssertionError, ValueError, TypeError) as e:  # a pointer type, or a name Triton does not know
             raise TypeError(f"constexpr {name} of Triton type {desc['value']} cannot be rebuilt: {e}") from e
+    if desc["kind"] == "torch_dtype":
+        import torch
+
+        value = getattr(torch, desc["value"], None)
+        if not isinstance(value, torch.dtype):
+            raise TypeError(f"constexpr {name}: torch.{desc['value']} is not a dtype")
+        return value
+    if desc["kind"] == "tuple":
+        return tuple(_constexpr_value(name, item, kernel) for item in desc["items"])
+    if desc["kind"] == "jit":  # the same @triton.jit function, found beside the kernel (its module's globals)
+        body = getattr(kernel, "fn", None)
+        scope = getattr(body, "__globals__", None) or {}
+        for cand in _jit_objects(_with_class_members(scope.values(), getattr(body, "__module__", ""))):
+            if cand.fn.__qualname__ == desc["qualname"] and cand.fn.__code__.co_firstlineno == desc["line"]:
+                return cand
+        raise TypeError(f"constexpr {name}: the @triton.jit function {desc['qualname']} is not at module level "
+                        "or in a module-level class")
     return desc.get("value")
 
 
@@ -151,11 +168,16 @@ def find_kernel(module: Any, launch: dict[str, Any]) -> Any | None:
 
 def _reachable_kernels(module: Any) -> list[Any]:
     """JITFunctions bound in the module and in its classes' namespaces (static and class methods unwrapped)."""
-    values = list(vars(module).values())
+    return _jit_objects(_with_class_members(vars(module).values(), module.__name__))
+
+
+def _with_class_members(values: Any, module_name: str | None = None) -> list[Any]:
+    """`values` and the members of the classes among them (of `module_name`'s, when given)."""
+    values = list(values)
     for value in list(values):
-        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
+        if isinstance(value, type) and (module_name is None or getattr(value, "__module__", None) == module_name):
             values += [getattr(v, "__func__", v) for v in vars(value).values()]
-    return _jit_objects(values)
+    return values
 
 
 def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:

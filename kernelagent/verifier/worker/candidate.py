@@ -125,6 +125,7 @@ class CandidateRunner:
         integrity.count_host_reads()
         if interpreter:
             interp_bounds.install()  # a kernel's pointers are host addresses there: keep them in its tensors
+            interp_bounds.seal_handles()  # and its blocks' values are NumPy arrays: only Triton reads them
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
         self.facts.cute_hooks = self.req.backend != "triton" and self.launches.install_cute()
@@ -355,7 +356,7 @@ class CandidateRunner:
 
     def _recorded(self, bufs: list[Any]) -> tuple[CallFacts, list[Any]]:
         """One forward on `bufs` as they are (no clone), under a recorder: its facts and output leaves."""
-        rec = OpRecorder()
+        rec = OpRecorder(poison="nan")  # fresh allocations hold what the trials' hold: no call told apart by them
         rec.watch_inputs(pytree.tree_leaves(bufs))
         before = self.launches.snapshot()
         with rec:

@@ -48,18 +48,39 @@ def describe_arg(value: Any) -> dict[str, Any]:
         return {"kind": "none"}
     if hasattr(value, "value") and type(value).__name__ == "constexpr":
         return describe_arg(value.value)
-    if isinstance(value, (str, tuple)):
-        return {"kind": "const", "value": value if isinstance(value, str) else list(value)}
+    if isinstance(value, str):
+        return {"kind": "const", "value": value}
+    if isinstance(value, tuple):
+        items = [describe_arg(v) for v in value]
+        if all(i["kind"] in ("const", "int", "float", "bool", "none") for i in items):
+            return {"kind": "const", "value": list(value)}
+        return {"kind": "tuple", "items": items}  # rebuilt item by item, or refused (never as strings)
     if type(value).__name__ == "dtype" and type(value).__module__.startswith("triton."):
         return {"kind": "dtype", "value": value.name}  # tl.float32 and friends: a constexpr the kernel may branch on
+    if isinstance(value, torch.dtype):
+        return {"kind": "torch_dtype", "value": str(value).removeprefix("torch.")}
+    if type(value).__name__ in ("InterpretedFunction", "JITFunction") and callable(getattr(value, "fn", None)):
+        code = getattr(value.fn, "__code__", None)  # a @triton.jit function handed in (an activation, say)
+        return {"kind": "jit", "qualname": value.fn.__qualname__, "line": getattr(code, "co_firstlineno", None)}
     return {"kind": "other", "type": type(value).__name__}
+
+
+def _defaults(fn: Any) -> dict[str, Any]:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """One interpreter launch as an AOT request: kernel, argument types, constexprs, options."""
     fn = fn_self.fn
     names = list(fn_self.arg_names)
-    values = dict(zip(names, args, strict=False))
+    values = _defaults(fn)  # a parameter left out of the launch runs with its default: the compile must too
+    values.update(zip(names, args, strict=False))
     values.update({k: v for k, v in kwargs.items() if k in names})
     return {"kernel": fn.__name__, "module": fn.__module__, "qualname": fn.__qualname__,
             "line": getattr(getattr(fn, "__code__", None), "co_firstlineno", None),

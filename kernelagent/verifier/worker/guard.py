@@ -340,6 +340,9 @@ def _watched_namespaces() -> dict[str, object]:
             spaces["triton.InterpretedFunction"] = interp.InterpretedFunction
             spaces["triton.InterpreterBuilder"] = interp.InterpreterBuilder
             spaces["triton.GridExecutor"] = interp.GridExecutor
+            language = sys.modules.get("triton.language")
+            if language is not None:
+                spaces["triton.language.tensor"] = language.core.tensor  # its sealed handle
     except ImportError:
         pass
     import _thread

@@ -23,6 +23,41 @@ class OutOfBounds(IndexError):
     """A kernel under the interpreter touched memory outside every tensor passed to its launch."""
 
 
+class InterpreterInternals(AttributeError):
+    """Candidate code read a block's `handle` under the interpreter (its NumPy array of values)."""
+
+
+# Who may read a block's handle: the interpreter itself, and these checks.
+_HANDLE_READERS = ("triton.", "kernelagent.verifier.")
+
+
+def seal_handles() -> None:
+    """Under the interpreter a Triton block (`tl.tensor`) holds its values as a NumPy array in `handle`;
+    compiled for a GPU it holds an IR value, and a kernel never reads it. Python the candidate runs while a
+    kernel is interpreted (a helper, a constexpr callable) could read the values there and compute with
+    NumPy where the compiled kernel does something else (red-team review, 2026-12-03): only Triton's own
+    modules (and these checks) may read it; anyone else gets an error, which fails the launch."""
+    import sys
+
+    import triton.language as tl
+
+    cls = tl.core.tensor
+    if isinstance(cls.__dict__.get("handle"), property):
+        return
+
+    def get(self: Any) -> Any:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if not caller.startswith(_HANDLE_READERS):
+            raise InterpreterInternals("a Triton block's `handle` is the interpreter's own (its values as a NumPy "
+                                       "array): kernel code computes with tl.* operations, which the GPU compiles")
+        return self.__dict__["_ka_handle"]
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__["_ka_handle"] = value
+
+    cls.handle = property(get, put)
+
+
 def install() -> None:
     from triton.runtime import interpreter as interp
 

@@ -271,3 +271,14 @@ def test_a_folder_where_the_worker_writes_a_record_is_a_finding(world, where):
             (out / f"cand_{tid}.pt").unlink()
             (out / f"cand_{tid}.pt").mkdir()
     assert judge() == "policy_violation"
+
+
+def test_the_engine_sum_allowance_covers_add_and_add_together():
+    # one allowance for both spellings: an aten.add_ in the backward no longer also pays for an aten.add in
+    # forward (red-team review of the fixes, 2026-12-03)
+    from kernelagent.verifier.oprules import compute_ops
+
+    assert compute_ops({"aten.add": 1, "aten.add_": 1}, 1) == {"aten.add_": 1}
+    assert compute_ops({"aten.add": 2}, 1) == {"aten.add": 1}
+    assert compute_ops({"aten.add": 1, "aten.add_": 1}, 2) == {}
+    assert compute_ops({"aten.mul": 1, "aten.add_": 1}, 3) == {"aten.mul": 1}
