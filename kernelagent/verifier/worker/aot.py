@@ -171,11 +171,11 @@ def _reachable_kernels(module: Any) -> list[Any]:
     return _jit_objects(_with_class_members(vars(module).values(), module.__name__))
 
 
-def _with_class_members(values: Any, module_name: str | None = None) -> list[Any]:
-    """`values` and the members of the classes among them (of `module_name`'s, when given)."""
+def _with_class_members(values: Any, module_name: str) -> list[Any]:
+    """`values` and the members of the classes among them that module `module_name` defines."""
     values = list(values)
     for value in list(values):
-        if isinstance(value, type) and (module_name is None or getattr(value, "__module__", None) == module_name):
+        if isinstance(value, type) and getattr(value, "__module__", None) == module_name:
             values += [getattr(v, "__func__", v) for v in vars(value).values()]
     return values
 

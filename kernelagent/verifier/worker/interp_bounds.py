@@ -27,8 +27,7 @@ class InterpreterInternals(AttributeError):
     """Candidate code read a block's `handle` under the interpreter (its NumPy array of values)."""
 
 
-# Who may read a block's handle: the interpreter itself, and these checks.
-_HANDLE_READERS = ("triton.", "kernelagent.verifier.")
+_HANDLE_READERS = ("triton.",)  # who may read a block's handle: the interpreter itself
 
 
 def seal_handles() -> None:
@@ -36,7 +35,7 @@ def seal_handles() -> None:
     compiled for a GPU it holds an IR value, and a kernel never reads it. Python the candidate runs while a
     kernel is interpreted (a helper, a constexpr callable) could read the values there and compute with
     NumPy where the compiled kernel does something else (red-team review, 2026-12-03): only Triton's own
-    modules (and these checks) may read it; anyone else gets an error, which fails the launch."""
+    modules may read it; anyone else gets an error, which fails the launch."""
     import sys
 
     import triton.language as tl
