@@ -1,11 +1,12 @@
-# expect: compile_error
+# expect: runtime_error
 # policy: off
 # problem: softmax
-# needle: not compiled for sm_90a
+# needle: handle
 """(Red team 5, 2026-12-01.) Policy off: the policy refuses a plain Python call inside a Triton kernel. An honest
 module-level kernel `kern` shadows the launched one: a second `kern`, made by a factory, whose body computes in
 NumPy on the interpreter's arrays. Only the launched kernel, found by its qualified name and line, is compiled
-ahead of time; one that cannot be is not accepted."""
+ahead of time; one that cannot be is not accepted. Since 2026-12-03 the NumPy body fails first: under the
+interpreter only Triton's own modules may read a block's `handle`."""
 
 import numpy as np
 import torch
