@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+import triton
 
 from kernelagent.kernels.layer_norm import triton as _layer_norm_triton
 from kernelagent.kernels.log_softmax import triton as _log_softmax_triton
@@ -80,14 +81,10 @@ def get_backend() -> str:
 def _kernels(family: str, x: torch.Tensor) -> ModuleType:
     """The kernel module that runs `family` on x under the current backend."""
     backend = _STATE["backend"]
-    if backend == "cute" or (backend == "auto" and x.is_cuda and _padded(x.shape[-1]) in AUTO_CUTE[family]):
+    width = triton.next_power_of_2(max(x.shape[-1], 1))  # as the launch tables and tilings see it
+    if backend == "cute" or (backend == "auto" and x.is_cuda and width in AUTO_CUTE[family]):
         return _STATE["cute"][family]
     return _TRITON[family]
-
-
-def _padded(n: int) -> int:
-    """n rounded up to a power of two (the width the kernels' launch tables and tilings see)."""
-    return 1 << max(n - 1, 0).bit_length()
 
 
 # ------------------------------------------------------------------------------------------ functions

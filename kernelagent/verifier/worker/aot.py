@@ -34,7 +34,7 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
             if p.has_default:
                 continue
             raise KeyError(p.name)
-        if p.is_constexpr or desc["kind"] in ("none", "const", "dtype", "torch_dtype", "tuple", "jit"):
+        if p.is_constexpr or desc["kind"] in _ALWAYS_CONSTEXPR:
             signature[p.name] = "constexpr"
             constexprs[p.name] = _constexpr_value(p.name, desc, fn)
         elif desc["kind"] in ("ptr", "int"):
@@ -54,7 +54,8 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
     return signature, constexprs, attrs
 
 
-_CONSTEXPR_KINDS = frozenset({"none", "const", "int", "float", "bool", "dtype", "torch_dtype", "tuple", "jit"})
+_ALWAYS_CONSTEXPR = frozenset({"none", "const", "dtype", "torch_dtype", "tuple", "jit"})  # whatever the annotation
+_CONSTEXPR_KINDS = _ALWAYS_CONSTEXPR | {"int", "float", "bool"}  # what a constexpr may be rebuilt from
 
 
 def _constexpr_value(name: str, desc: dict[str, Any], kernel: Any = None) -> Any:

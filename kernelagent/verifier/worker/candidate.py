@@ -254,9 +254,7 @@ class CandidateRunner:
 
     def _forward_backward(self, ins: list[Any], grad_outputs: list[Any] | None, rec: OpRecorder,
                           positions: list[int] | None = None) -> tuple[dict[str, Any], list[Any], str]:
-        diff = [x for x in pytree.tree_leaves(ins) if isinstance(x, torch.Tensor) and x.is_floating_point()]
-        for t in diff:
-            t.requires_grad_(True)
+        diff = _require_grad(ins)
         with rec:
             out = self.model(*ins)
             leaves, structure = check_outputs(out)
@@ -335,9 +333,7 @@ class CandidateRunner:
         judged like any other call (an unrecorded call is one where anything goes)."""
         bufs = tensorio.clone_leaves(first["inputs"])
         if self.backward:  # called as the trials are: no call may be told from them by autograd's state
-            for t in pytree.tree_leaves(bufs):
-                if isinstance(t, torch.Tensor) and t.is_floating_point():
-                    t.requires_grad_(True)
+            _require_grad(bufs)
         try:
             with torch.enable_grad() if self.backward else torch.no_grad(), guard.hidden_modules():
                 self.facts.probe_calls["reuse_first"], _ = self._recorded(bufs)
@@ -553,6 +549,14 @@ def _load_category(e: ProblemError) -> tuple[str, str]:
         if category == "compile_error":
             return category, message
     return "load_error", str(e)
+
+
+def _require_grad(inputs: Any) -> list[torch.Tensor]:
+    """The floating tensors among the inputs' leaves, set to require gradients (as a BACKWARD trial's are)."""
+    diff = [x for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    for t in diff:
+        t.requires_grad_(True)
+    return diff
 
 
 def _adds(ops: Any) -> int:
