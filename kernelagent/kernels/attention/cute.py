@@ -1175,6 +1175,327 @@ class FlashFwdSm90:
                     gL2[row] = l_keep[r]
 
 
+# ---------------------------------------------------------------------------- backward: dK and dV
+
+
+class FlashBwdDkDvSm90:
+    """The backward's dK, dV kernel (the heavier half: four GEMMs a step): one CTA per (128 keys, kv
+    head, batch) with the forward's three warpgroups. The producer warp loads K and V once, then for
+    every query head of the group and every query block that sees these keys: Q with its softmax
+    statistics (row max, log2 row sum, delta, one TMA box of the packed (S, 4) table) and dO, into a
+    ring. Each math warpgroup owns 64 keys and works transposed (keys on rows), as the Triton kernel:
+    S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory, P^T = exp2((s - m) * scale_log2 - l)
+    from the forward's own statistics, dV += P^T dO and dK += dS^T Q by wgmma with P^T and
+    dS^T = P^T (dP^T - delta) (16-bit) as register A operands. dK, dV stay in registers over the whole
+    walk and are written once (no atomics). Query rows past the sequence read l = +inf (P = 0) from the
+    padded table; keys past it read zeros and their rows are not stored."""
+
+    def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False):
+        self.dtype = dtype
+        self.d = head_dim
+        self.tile_m, self.tile_n, self.stages = tile_m, tile_n, stages
+        self.has_left, self.has_right, self.softcap = has_left, has_right, softcap
+        self.num_wg = tile_n // 64  # math warpgroups, 64 keys each
+        self.threads = WG * (self.num_wg + 1)
+        self.mma_regs, self.load_regs = {1: (256, 56), 2: (240, 24)}[self.num_wg]
+
+    @cute.jit
+    def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
+                 mDV: cute.Tensor, mTab: cute.Tensor, sm_scale: Float32, scale_log2: Float32, cap_scale: Float32,
+                 cap_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        # (B, S, H, D) -> (S, D, H, B); the statistics table (B, H, 4, S_pad) -> (S_pad, 4, H, B)
+        mQ, mK, mV, mDO, mDK, mDV = [
+            cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+            for t in (mQ, mK, mV, mDO, mDK, mDV)]
+        mTab = cute.make_tensor(mTab.iterator, cute.select(self._aligned(mTab).layout, mode=[3, 2, 1, 0]))
+        tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
+        tiled_mma_dkv = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, None)
+        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, self.stages)
+        sT_layout = cute.make_layout((self.tile_m, 4, self.stages))
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
+        one_q = cute.select(sQ_layout, mode=[0, 1])
+        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, one_q, (self.tile_m, self.d))
+        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, one_q, (self.tile_m, self.d))
+        tma_t, tT = cpasync.make_tiled_tma_atom(load, mTab, cute.select(sT_layout, mode=[0, 1]), (self.tile_m, 4))
+        self.kv_bytes = cute.size_in_bytes(self.dtype, sK_layout)
+        self.q_bytes = cute.size_in_bytes(self.dtype, one_q)
+        self.t_bytes = self.tile_m * 4 * 4
+
+        @cute.struct
+        class SharedStorage:
+            mbar_kv: cute.struct.MemRange[cutlass.Int64, 2]
+            mbar_q: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            mbar_do: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sT: cute.struct.Align[cute.struct.MemRange[Float32, cute.cosize(sT_layout)], 128]
+            sK: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sV: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sQ: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sDO: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+
+        grid = (cute.ceil_div(mK.shape[0], self.tile_n), cute.size(mK.shape[2]), cute.size(mK.shape[3]))
+        self.kernel(tQ, tK, tV, tDO, tT, mDK, mDV, tma_q, tma_k, tma_v, tma_do, tma_t, sm_scale, scale_log2,
+                    cap_scale, cap_log2, win_left, win_right, mQ.shape[0], mQ.shape[2], sK_layout, sQ_layout,
+                    sT_layout, tiled_mma_sdp, tiled_mma_dkv, SharedStorage).launch(
+            grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    def _aligned(self, t):
+        """As FlashFwdSm90._aligned: every stride but the last a known multiple of 16 bytes."""
+        div = 128 // t.element_type.width
+        strides = tuple(s if isinstance(s, int) else cute.assume(s, divby=div) for s in t.stride[:-1])
+        return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
+
+    @cute.kernel
+    def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
+               mDK: cute.Tensor, mDV: cute.Tensor, tma_q: cute.CopyAtom, tma_k: cute.CopyAtom,
+               tma_v: cute.CopyAtom, tma_do: cute.CopyAtom, tma_t: cute.CopyAtom, sm_scale: Float32,
+               scale_log2: Float32, cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32,
+               seqlen_q: Int32, heads_q: Int32, sK_layout: cute.ComposedLayout, sQ_layout: cute.ComposedLayout,
+               sT_layout: cute.Layout, tiled_mma_sdp: cute.TiledMma, tiled_mma_dkv: cute.TiledMma,
+               SharedStorage: cutlass.Constexpr):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        n_block, head_kv, batch = cute.arch.block_idx()
+        if warp_idx == 0:
+            for atom in (tma_q, tma_k, tma_v, tma_do, tma_t):
+                cpasync.prefetch_descriptor(atom)
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(SharedStorage)
+        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)  # one arrive per math warp
+        pipe_kv = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_kv.data_ptr(), num_stages=1,
+                                                   producer_group=producer, consumer_group=consumers,
+                                                   tx_count=2 * self.kv_bytes, defer_sync=True)
+        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=self.stages,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.q_bytes + self.t_bytes, defer_sync=True)
+        pipe_do = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_do.data_ptr(),
+                                                   num_stages=self.stages, producer_group=producer,
+                                                   consumer_group=consumers, tx_count=self.q_bytes, defer_sync=True)
+        pipeline.pipeline_init_arrive(is_relaxed=True)
+        sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sV = storage.sV.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sDO = storage.sDO.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sT = storage.sT.get_tensor(sT_layout)
+        seqlen_k = mK.shape[0]
+        group = heads_q // mK.shape[2]
+        blocks = self._query_range(n_block, seqlen_q, seqlen_k, win_left, win_right)
+        pipeline.pipeline_init_wait()
+
+        if warp_idx < 4:  # producer warpgroup: one warp issues the TMA loads
+            cute.arch.setmaxregister_decrease(self.load_regs)
+            if warp_idx == 0:
+                self.load(mQ, mK, mV, mDO, mTab, sQ, sK, sV, sDO, sT, tma_q, tma_k, tma_v, tma_do, tma_t, pipe_kv,
+                          pipe_q, pipe_do, n_block, head_kv, batch, group, blocks)
+        else:
+            cute.arch.setmaxregister_increase(self.mma_regs)
+            tidx, _, _ = cute.arch.thread_idx()
+            self.mma(tiled_mma_sdp, tiled_mma_dkv, mDK, mDV, sQ, sK, sV, sDO, sT, pipe_kv, pipe_q, pipe_do,
+                     tidx - WG, n_block, head_kv, batch, group, seqlen_q, seqlen_k, blocks, sm_scale, scale_log2,
+                     cap_scale, cap_log2, win_left, win_right)
+
+    @cute.jit
+    def _query_range(self, n_block: Int32, seqlen_q: Int32, seqlen_k: Int32, win_left: Int32, win_right: Int32):
+        """Query blocks that see this key block: [m_lo, f_lo) masked | [f_lo, f_hi) every query sees
+        every key | [f_hi, m_hi) masked (the Triton dK/dV kernel's ranges; bottom-right alignment)."""
+        off = seqlen_k - seqlen_q
+        n0 = n_block * self.tile_n
+        n1 = cutlass.min(n0 + self.tile_n, seqlen_k)
+        lo = Int32(0)
+        hi = seqlen_q
+        f_lo = Int32(0)
+        f_hi = (seqlen_q + self.tile_m - 1) // self.tile_m
+        if const_expr(self.has_right):  # query i reaches key j when j <= i + off + right
+            lo = cutlass.max(n0 - off - win_right, 0)
+            f_lo = (cutlass.max(n0 + self.tile_n - 1 - off - win_right, 0) + self.tile_m - 1) // self.tile_m
+        if const_expr(self.has_left):  # ... and j >= i + off - left
+            hi = cutlass.min(n1 - off + win_left, seqlen_q)
+            f_hi = cutlass.min(f_hi, cutlass.max(n0 - off + win_left + 1, 0) // self.tile_m)
+        m_lo = lo // self.tile_m
+        m_hi = cutlass.max((cutlass.max(hi, 0) + self.tile_m - 1) // self.tile_m, m_lo)
+        f_lo = cutlass.min(cutlass.max(f_lo, m_lo), m_hi)
+        f_hi = cutlass.min(cutlass.max(f_hi, f_lo), m_hi)
+        return m_lo, f_lo, f_hi, m_hi
+
+    @cute.jit
+    def load(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
+             sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, sT: cute.Tensor,
+             tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, tma_do: cute.CopyAtom,
+             tma_t: cute.CopyAtom, pipe_kv, pipe_q, pipe_do, n_block: Int32, head_kv: Int32, batch: Int32,
+             group: Int32, blocks):
+        """K and V once; then per query head of the group and query block (the consumers' order): Q with
+        its statistics, and dO."""
+        m_lo, _, _, m_hi = blocks
+        one = cute.make_layout(1)
+        gK = cute.local_tile(mK[None, None, head_kv, batch], (self.tile_n, self.d), (n_block, 0))
+        gV = cute.local_tile(mV[None, None, head_kv, batch], (self.tile_n, self.d), (n_block, 0))
+        tKs, tKg = cpasync.tma_partition(tma_k, 0, one, cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+        tVs, tVg = cpasync.tma_partition(tma_v, 0, one, cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
+        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        pipe_kv.producer_acquire(kv_state)
+        cute.copy(tma_k, tKg, tKs, tma_bar_ptr=pipe_kv.producer_get_barrier(kv_state))
+        cute.copy(tma_v, tVg, tVs, tma_bar_ptr=pipe_kv.producer_get_barrier(kv_state))
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        for g in cutlass.range(group, unroll=1):
+            head = head_kv * group + g
+            gQ = cute.local_tile(mQ[None, None, head, batch], (self.tile_m, self.d), (None, 0))
+            gDO = cute.local_tile(mDO[None, None, head, batch], (self.tile_m, self.d), (None, 0))
+            gT = cute.local_tile(mTab[None, None, head, batch], (self.tile_m, 4), (None, 0))
+            tQs, tQg = cpasync.tma_partition(tma_q, 0, one, cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+            tDs, tDg = cpasync.tma_partition(tma_do, 0, one, cute.group_modes(sDO, 0, 2),
+                                             cute.group_modes(gDO, 0, 2))
+            tTs, tTg = cpasync.tma_partition(tma_t, 0, one, cute.group_modes(sT, 0, 2), cute.group_modes(gT, 0, 2))
+            for i in cutlass.range(m_hi - m_lo, unroll=1):
+                m = m_lo + i
+                pipe_q.producer_acquire(state)
+                bar = pipe_q.producer_get_barrier(state)
+                cute.copy(tma_q, tQg[None, m], tQs[None, state.index], tma_bar_ptr=bar)
+                cute.copy(tma_t, tTg[None, m], tTs[None, state.index], tma_bar_ptr=bar)
+                pipe_do.producer_acquire(state)
+                cute.copy(tma_do, tDg[None, m], tDs[None, state.index], tma_bar_ptr=pipe_do.producer_get_barrier(state))
+                state.advance()
+
+    @cute.jit
+    def mma(self, tiled_mma_sdp: cute.TiledMma, tiled_mma_dkv: cute.TiledMma, mDK: cute.Tensor, mDV: cute.Tensor,
+            sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, sT: cute.Tensor, pipe_kv, pipe_q,
+            pipe_do, tidx: Int32, n_block: Int32, head_kv: Int32, batch: Int32, group: Int32, seqlen_q: Int32,
+            seqlen_k: Int32, blocks, sm_scale: Float32, scale_log2: Float32, cap_scale: Float32,
+            cap_log2: Float32, win_left: Int32, win_right: Int32):
+        """The math warpgroups: partitions, the walk over (query head, query block), the epilogue."""
+        m_lo, f_lo, f_hi, m_hi = blocks
+        wg = cute.arch.make_warp_uniform(tidx // WG)
+        wg_sdp = tiled_mma_sdp.get_slice(wg * WG)
+        wg_dkv = tiled_mma_dkv.get_slice(wg * WG)
+        thr_sdp = tiled_mma_sdp.get_slice(tidx)
+        ctx = {
+            "sdp": tiled_mma_sdp, "dkv": tiled_mma_dkv, "pipe_q": pipe_q, "pipe_do": pipe_do, "sT": sT,
+            "tSrK": wg_sdp.make_fragment_A(wg_sdp.partition_A(sK)),
+            "tSrV": wg_sdp.make_fragment_A(wg_sdp.partition_A(sV)),
+            "tSrQ": wg_sdp.make_fragment_B(wg_sdp.partition_B(sQ)),
+            "tSrDO": wg_sdp.make_fragment_B(wg_sdp.partition_B(sDO)),
+            "tDrQt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sQ))),
+            "tDrDOt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sDO))),
+            "tDrP": wg_dkv.make_fragment_A(wg_dkv.partition_shape_A((self.tile_n, self.tile_m))),
+            "tDrDS": wg_dkv.make_fragment_A(wg_dkv.partition_shape_A((self.tile_n, self.tile_m))),
+            "acc_dK": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
+            "acc_dV": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
+            "s_shape": wg_sdp.partition_shape_C((self.tile_n, self.tile_m)),
+            "c_mn": _acc_mn(thr_sdp.partition_C(cute.make_identity_tensor((self.tile_n, self.tile_m)))),
+            "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2, "cap_scale": cap_scale,
+            "cap_log2": cap_log2, "win_left": win_left, "win_right": win_right,
+        }
+        ctx["acc_dK"].fill(0.0)
+        ctx["acc_dV"].fill(0.0)
+        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        pipe_kv.consumer_wait(kv_state)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        for _g in cutlass.range(group, unroll=1):
+            for i in cutlass.range(f_lo - m_lo, unroll=1):  # cut by the causal diagonal / right window edge
+                state = self.step(ctx, m_lo + i, state, True)
+            for i in cutlass.range(f_hi - f_lo, unroll=1):  # interior: no mask
+                state = self.step(ctx, f_lo + i, state, False)
+            for i in cutlass.range(m_hi - f_hi, unroll=1):  # cut by the left window edge
+                state = self.step(ctx, f_hi + i, state, True)
+        self.epilogue(tiled_mma_dkv, ctx["acc_dK"], ctx["acc_dV"], mDK, mDV, tidx, n_block, head_kv, batch,
+                      seqlen_k, sm_scale)
+
+    @cute.jit
+    def step(self, ctx, m_block: Int32, state, mask: cutlass.Constexpr):
+        """One query block: S^T and dP^T issued together; P^T (dV's GEMM issued as soon as it is in
+        registers), then dS^T and dK's GEMM; the stage is released once both have read it."""
+        pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
+        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        pipe_q.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_S, ctx["tSrK"], ctx["tSrQ"][None, None, None, state.index], True)
+        pipe_do.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_dP, ctx["tSrV"], ctx["tSrDO"][None, None, None, state.index], True)
+        warpgroup.wait_group(1)  # S^T is done, dP^T may still run
+        t = self._probs(ctx, acc_S, m_block, state.index, mask)
+        ctx["tDrP"].store(cute.make_tensor(acc_S.iterator, _acc_as_a(acc_S.layout)).load().to(self.dtype))
+        _gemm(ctx["dkv"], ctx["acc_dV"], ctx["tDrP"], ctx["tDrDOt"][None, None, None, state.index], False)
+        warpgroup.wait_group(1)  # dP^T is done
+        self._grads(ctx, acc_S, acc_dP, t, state.index)
+        ctx["tDrDS"].store(cute.make_tensor(acc_dP.iterator, _acc_as_a(acc_dP.layout)).load().to(self.dtype))
+        _gemm(ctx["dkv"], ctx["acc_dK"], ctx["tDrDS"], ctx["tDrQt"][None, None, None, state.index], False)
+        warpgroup.wait_group(0)
+        pipe_q.consumer_release(state)
+        pipe_do.consumer_release(state)
+        state.advance()
+        return state
+
+    @cute.jit
+    def _probs(self, ctx, acc_S: cute.Tensor, m_block: Int32, stage: Int32, mask: cutlass.Constexpr):
+        """acc_S (raw scores k.q, keys on rows) becomes P^T = exp2((s - m) * scale_log2 - l) with the
+        forward's statistics of each column's query, 0 outside the mask; returns tanh of the scaled
+        scores with a softcap (dS needs 1 - t^2), else None."""
+        s_mn = _acc_mn(acc_S)
+        c_mn, sT = ctx["c_mn"], ctx["sT"]
+        t_mn = None
+        if const_expr(self.softcap):
+            t_keep = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+            t_mn = _acc_mn(t_keep)
+        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+            col = c_mn[0, c][1]
+            m2 = sT[col, 0, stage]
+            l2 = sT[col, 1, stage]
+            query = m_block * self.tile_m + col
+            for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                if const_expr(self.softcap):
+                    t = cute.math.tanh(s_mn[r, c] * ctx["cap_scale"], fastmath=False)
+                    t_mn[r, c] = t
+                    p = cute.math.exp2(ctx["cap_log2"] * t - m2 - l2, fastmath=True)
+                else:
+                    p = cute.math.exp2((s_mn[r, c] - m2) * ctx["scale_log2"] - l2, fastmath=True)
+                if const_expr(mask):
+                    key = ctx["n_block"] * self.tile_n + c_mn[r, 0][0]
+                    if const_expr(self.has_right):
+                        p = Float32(0.0) if key > query + ctx["off"] + ctx["win_right"] else p
+                    if const_expr(self.has_left):
+                        p = Float32(0.0) if key < query + ctx["off"] - ctx["win_left"] else p
+                s_mn[r, c] = p
+        return t_mn
+
+    @cute.jit
+    def _grads(self, ctx, acc_S: cute.Tensor, acc_dP: cute.Tensor, t_mn, stage: Int32):
+        """acc_dP (dP^T) becomes dS^T = P^T (dP^T - delta), times 1 - t^2 with a softcap."""
+        s_mn, dp_mn = _acc_mn(acc_S), _acc_mn(acc_dP)
+        c_mn, sT = ctx["c_mn"], ctx["sT"]
+        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+            delta = sT[c_mn[0, c][1], 2, stage]
+            for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                ds = s_mn[r, c] * (dp_mn[r, c] - delta)
+                if const_expr(self.softcap):
+                    ds = ds * (1.0 - t_mn[r, c] * t_mn[r, c])
+                dp_mn[r, c] = ds
+
+    @cute.jit
+    def epilogue(self, tiled_mma_dkv: cute.TiledMma, acc_dK: cute.Tensor, acc_dV: cute.Tensor, mDK: cute.Tensor,
+                 mDV: cute.Tensor, tidx: Int32, n_block: Int32, head_kv: Int32, batch: Int32, seqlen_k: Int32,
+                 sm_scale: Float32):
+        """dK * scale and dV in the output dtype, straight from registers (keys past the sequence skipped)."""
+        thr = tiled_mma_dkv.get_slice(tidx)
+        c_mn = _acc_mn(thr.partition_C(cute.make_identity_tensor((self.tile_n, self.d))))
+        acc_dK.store(acc_dK.load() * sm_scale)
+        for acc, mOut in ((acc_dK, mDK), (acc_dV, mDV)):
+            rO = cute.make_rmem_tensor(acc.layout.shape, self.dtype)
+            rO.store(acc.load().to(self.dtype))
+            r_mn = _acc_mn(rO)
+            g_mn = _acc_mn(thr.partition_C(cute.local_tile(mOut[None, None, head_kv, batch], (self.tile_n, self.d),
+                                                           (n_block, 0))))
+            for r in cutlass.range_constexpr(cute.size(r_mn, mode=[0])):
+                if n_block * self.tile_n + c_mn[r, 0][0] < seqlen_k:
+                    for c in cutlass.range_constexpr(cute.size(r_mn, mode=[1])):
+                        g_mn[r, c] = r_mn[r, c]
+
+
 # --------------------------------------------------------------------------------- host launcher
 
 HEAD_DIMS = (64, 128)
@@ -1259,6 +1580,126 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     return out, lse, stats
 
 
+# the backward: CuTe dK/dV, Triton dQ, both reading one statistics table
+
+CUTE_BACKWARD = True  # False: the Triton backward of the shared block (benchmarks compare the two)
+BWD_PAD = 128  # the table's rows are padded to a multiple of this (every tile_m divides it)
+TAB_BLOCK = 64  # rows per program of the table kernel
+
+
+def _bwd_tiles(d: int) -> dict:
+    """dK/dV tiles: 128 keys (two math warpgroups) by 64 queries a step; Q and dO in a ring as deep as
+    shared memory allows (K, V 64 KiB at d = 128 plus 32 KiB a stage)."""
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3}
+
+
+@triton.jit
+def _stats_table_kernel(Out, DO, STATS, DLSE, TAB, so_b, so_s, so_h, sd_b, sd_s, sd_h, st_b, st_h, st_plane,
+                        dl_b, dl_h, seqlen_q, s_pad, n_heads, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr,
+                        HAS_DLSE: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The CuTe backward's table (B, H, 4, S_pad) fp32, one TMA box a query block: the forward's row
+    max and log2 row sum, delta = rowsum(dO O) - dlse, and dlse (0 without one). Rows past the
+    sequence hold 0, +inf, 0, 0: P = 0 there."""
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh % n_heads
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    ok = rows < seqlen_q
+    cols = tl.arange(0, BLOCK_D)
+    b64 = b.to(tl.int64)
+    r64 = rows.to(tl.int64)[:, None]
+    mask = ok[:, None] & (cols[None, :] < HEAD_D)
+    o = tl.load(Out + b64 * so_b + h * so_h + r64 * so_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + b64 * sd_b + h * sd_h + r64 * sd_s + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dlse = tl.zeros([BLOCK_M], tl.float32)
+    if HAS_DLSE:
+        dlse = tl.load(DLSE + b64 * dl_b + h * dl_h + rows, mask=ok, other=0.0)
+    at = b64 * st_b + h * st_h + rows
+    m2 = tl.load(STATS + at, mask=ok, other=0.0)
+    l2 = tl.load(STATS + st_plane + at, mask=ok, other=float("inf"))
+    base = TAB + bh.to(tl.int64) * 4 * s_pad + rows
+    keep = rows < s_pad
+    tl.store(base, m2, mask=keep)
+    tl.store(base + s_pad, l2, mask=keep)
+    tl.store(base + 2 * s_pad, tl.sum(o * do, 1) - dlse, mask=keep)
+    tl.store(base + 3 * s_pad, dlse, mask=keep)
+
+
+def _stats_table(do, out, stats, dlse) -> torch.Tensor:
+    b, sq, hq, d = out.shape
+    s_pad = triton.cdiv(sq, BWD_PAD) * BWD_PAD
+    tab = torch.empty((b, hq, 4, s_pad), dtype=torch.float32, device=out.device)
+    dl = tab if dlse is None else dlse
+    _stats_table_kernel[(s_pad // TAB_BLOCK, b * hq)](
+        out, do, stats, dl, tab, *_strides(out, False), *_strides(do, False), stats.stride(1), stats.stride(2),
+        stats.stride(0), dl.stride(0), dl.stride(1), sq, s_pad, hq, HEAD_D=d, BLOCK_D=_block_d(d),
+        HAS_DLSE=dlse is not None, BLOCK_M=TAB_BLOCK)
+    return tab
+
+
+def _dq_from_table(do, q, k, v, tab, dq, has_dlse: bool, scale: float, softcap: float | None, window) -> None:
+    """The shared block's Triton dQ kernel reading the table (row max, log2 sum, delta, dlse planes)."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    if _tma_ok(q, k, v, do, dq):
+        _ensure_tma_allocator()
+    win_l, win_r, has_l, has_r = _window_args(window)
+    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
+    tuned = sq * sk >= TUNE_MIN
+    blocks = {} if tuned else _fixed(DQ_DEFAULT, _block_d(d))
+
+    def grid(meta):
+        return (triton.cdiv(sq, meta["BLOCK_M"]), b * hq)
+
+    (_DQ if tuned else _attn_dq_kernel)[grid](
+        q, k, v, do, tab, tab[:, :, 2], tab[:, :, 3], dq, tab, tab, *_strides(q, False), *_strides(k, False),
+        *_strides(v, False), *_strides(do, False), *_strides(dq, False), tab.stride(0), tab.stride(1), tab.stride(2),
+        sq, sk, hq, hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(sq), _bucket(sk),
+        HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=False, HAS_LEFT=has_l, HAS_RIGHT=has_r, SOFTCAP=softcap is not None,
+        TMA=_tma_ok(q, k, v, do, dq), UPCAST=False, REVERSE=has_r and win_r <= 0, HAS_DLSE=has_dlse, **blocks)
+
+
+def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None, window) -> None:
+    """dK, dV by the CuTe kernel from the statistics table (compiled once per dtype, head dim, masks)."""
+    d = q.shape[3]
+    win_l, win_r, has_l, has_r = _window_args(window)
+    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
+    flags = dict(_bwd_tiles(d), has_left=has_l, has_right=has_r, softcap=softcap is not None)
+    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dk), _to_cute(dv), _to_cute(tab),
+            Float32(scale), Float32(qk_scale), Float32(cap_scale), Float32(cap_log2), Int32(win_l), Int32(win_r)]
+    stream = _stream(q)
+    key = ("dkdv", q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        compiled = cute.compile(FlashBwdDkDvSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        _CACHE[key] = compiled
+    compiled(*args, stream)
+
+
+def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                       stats: torch.Tensor, dlse: torch.Tensor | None, scale: float, softcap: float | None,
+                       window: tuple[int | None, int | None]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv): dK, dV by the CuTe kernel, dQ by the Triton one (with its per-row centring), both
+    from one table of the forward's statistics and delta."""
+    _check_cute(q, k, v)
+    q, k, v, out = (_tma_ready(t) for t in (q, k, v, out))
+    do = _tma_ready(do.to(q.dtype))
+    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    if q.numel() == 0 or k.numel() == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    tab = _stats_table(do, out, stats, None if dlse is None else dlse.float())
+    dkdv_backward(q, k, v, do, tab, dk, dv, scale, softcap, window)
+    _dq_from_table(do, q, k, v, tab, dq, dlse is not None, scale, softcap, window)
+    return dq, dk, dv
+
+
+def _backward_any(do, q, k, v, out, stats, dlse, scale, softcap, window):
+    """The CuTe backward where it applies (CUDA, CUTE_BACKWARD), else the Triton one."""
+    if CUTE_BACKWARD and q.is_cuda:
+        return attention_backward(do, q, k, v, out, stats, dlse, scale, softcap, window)
+    return _bwd_launch(do, q, k, v, out, stats, dlse, None, None, q.shape[1], k.shape[1], scale, softcap, window)
+
+
 # ------------------------------------------------------------------------------------ custom ops
 
 
@@ -1281,7 +1722,7 @@ def _bwd_impl(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
               window_left: int | None, window_right: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     window = (window_left, window_right)
     if q.is_cuda:
-        return _bwd_launch(do, q, k, v, out, stats, dlse, None, None, q.shape[1], k.shape[1], scale, softcap, window)
+        return _backward_any(do, q, k, v, out, stats, dlse, scale, softcap, window)
     return attention_cpu_backward(do, q, k, v, out, lse, dlse, None, None, scale, softcap, window)
 
 
@@ -1364,8 +1805,7 @@ class _AttentionFunction(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, stats = ctx.saved_tensors
         scale, softcap, window = ctx.options
-        dq, dk, dv = _bwd_launch(dout, q, k, v, out, stats, None, None, None, q.shape[1], k.shape[1], scale, softcap,
-                                 window)
+        dq, dk, dv = _backward_any(dout, q, k, v, out, stats, None, scale, softcap, window)
         return dq, dk, dv, None, None, None
 
 
