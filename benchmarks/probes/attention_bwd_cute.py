@@ -1,8 +1,8 @@
-"""Probe (H200): the CuTe DSL attention backward (dK/dV in CuTe, dQ by the Triton kernel, one statistics
-table) against the Triton backward, at B=2 H=16 S=8192 D=128 bf16 (and D=64), causal and not: gradients
-compared (relative L2 against a float32 reference built from the same forward) and timed with
-triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the dQ kernel alone too, so dK/dV's time is
-the difference. Writes attention_bwd_cute.json (benchmarks.common.write_result: $OUT or benchmarks/results).
+"""Probe (H200): the CuTe DSL attention backward (its dK/dV and dQ kernels, one statistics table) against
+the Triton backward, at B=2 H=16 S=8192 D=128 bf16 (and D=64), causal and not, from one CuTe forward:
+gradients compared with the Triton backward's (relative L2) and timed with triton.testing.do_bench
+(median, warmup 25 ms, rep 100 ms); each CuTe kernel alone, with 2 and 3 stages. Writes
+attention_bwd_cute.json (benchmarks.common.write_result: $OUT or benchmarks/results).
 
   source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_bwd_cute.py
 """
@@ -57,14 +57,33 @@ def _case(d: int, causal: bool) -> dict:
                                                  window)),
         "cute_bwd": _ms(lambda: ac.attention_backward(do, q, k, v, out, stats, None, scale, None, window)),
         "cute_dkdv": _ms(lambda: ac.dkdv_backward(q, k, v, do, tab, dk, dv, scale, None, window)),
-        "triton_dq_table": _ms(lambda: ac._dq_from_table(do, q, k, v, tab, dq, False, scale, None, window)),
+        "cute_dq": _ms(lambda: ac.dq_backward(q, k, v, do, tab, dq, False, scale, None, window)),
         "stats_table": _ms(lambda: ac._stats_table(do, out, stats, None)),
     }
+    times.update(_stage_sweep(q, k, v, do, tab, dq, dk, dv, scale, window))
     flops = FWD_FLOPS * d / (2 if causal else 1)
     row["ms"] = times
     row["bwd_tflops"] = {n: 2.5 * flops / (times[n] * 1e-3) / 1e12 for n in ("triton_bwd", "cute_bwd")}
     row["dkdv_gemm_tflops"] = 2 * flops / (times["cute_dkdv"] * 1e-3) / 1e12  # its 4 GEMMs
+    row["dq_gemm_tflops"] = 1.5 * flops / (times["cute_dq"] * 1e-3) / 1e12  # its 3 GEMMs
     return row
+
+
+def _stage_sweep(q, k, v, do, tab, dq, dk, dv, scale, window) -> dict:
+    """Both CuTe kernels with 2 and 3 pipeline stages (the defaults are one of them)."""
+    times = {}
+    tiles = {"dkdv": ac._bwd_tiles, "dq": ac._dq_tiles}
+    for stages in (2, 3):
+        ac._bwd_tiles = lambda d, s=stages: {**tiles["dkdv"](d), "stages": s}
+        ac._dq_tiles = lambda d, s=stages: {**tiles["dq"](d), "stages": s}
+        try:
+            times[f"cute_dkdv_stages{stages}"] = _ms(lambda: ac.dkdv_backward(q, k, v, do, tab, dk, dv, scale, None,
+                                                                              window))
+            times[f"cute_dq_stages{stages}"] = _ms(lambda: ac.dq_backward(q, k, v, do, tab, dq, False, scale, None,
+                                                                          window))
+        finally:
+            ac._bwd_tiles, ac._dq_tiles = tiles["dkdv"], tiles["dq"]
+    return times
 
 
 def main() -> int:

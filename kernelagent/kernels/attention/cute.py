@@ -1,4 +1,4 @@
-"""Flash attention forward in CuTe DSL for Hopper (sm_90a), with the Triton backward; (B, S, H, D).
+"""Flash attention forward and backward in CuTe DSL for Hopper (sm_90a); (B, S, H, D).
 
 Forward: one CTA per (128-query block, head, batch) with three warpgroups. Warpgroup 0 is the
 producer (registers given away with setmaxnreg): one warp streams Q once and then K and V tiles
@@ -14,14 +14,21 @@ visited from the last one down: the blocks cut by the causal diagonal / right wi
 length first (masked), then the interior (no mask), then those cut by a left window edge. The
 epilogue writes O / rowsum and the log-sum-exp straight from registers.
 
-Backward: the Triton kernels of triton.py (the block between the "shared backward" markers is kept
-identical in both files and checked by a test): this file's ModelNew is a CuTe forward with a
-Triton backward, and says so in the card. Varlen batches are Triton-only (triton.py).
+Backward: two CuTe kernels with the forward's warpgroup layout, no atomics (deterministic), both
+reading one table of the forward's statistics and delta (a small Triton kernel builds it, rows padded
+to whole blocks). dK/dV: one CTA per (128 keys, kv head, batch) keeping K, V and the dK, dV
+accumulators on chip while Q and dO blocks of every query head of the group stream past; keys on
+rows (S^T = K Q^T, dP^T = V dO^T from shared memory; dV += P^T dO and dK += dS^T Q with P^T, dS^T as
+register operands). dQ: one CTA per (128 queries, head, batch) as the forward, K and V streaming
+past; dS rounded to 16 bits times K, with the rounding's sum taken out around each row's
+best-scoring key (the Triton dQ kernel's centring). The Triton backward (the block between the
+"shared backward" markers, kept identical in triton.py and checked by a test) serves the CPU
+interpreter and stays for comparison (CUTE_BACKWARD). Varlen batches are Triton-only (triton.py).
 
 Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
 any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles): shapes are dynamic.
-Order: shared backward block -> CuTe helpers -> forward kernel class -> host launcher -> custom ops
--> public API -> ModelNew.
+Order: shared backward block -> CuTe helpers -> forward kernel class -> backward kernel classes (dK/dV,
+dQ) -> host launcher -> custom ops -> public API -> ModelNew.
 """
 
 from __future__ import annotations
@@ -1011,7 +1018,7 @@ class FlashFwdSm90:
         """The mask, then the online softmax: acc_S becomes P (unnormalised), row max and partial sums
         are updated; returns the factor each row of O must be rescaled by. Scores stay raw (q.k) and
         the scale enters the exponent, exp2((s - max) * scale_log2): s - max is exact, so P does not
-        inherit the rounding of scores near 1e4, and the Triton backward recomputes the same P from
+        inherit the rounding of scores near 1e4, and the backward recomputes the same P from
         the same raw max. With a softcap the (bounded) scores go to log2 units first."""
         s_mn = _acc_mn(acc_S)
         row_max, row_sum = ctx["row_max"], ctx["row_sum"]
@@ -1409,7 +1416,9 @@ class FlashBwdDkDvSm90:
     @cute.jit
     def step(self, ctx, m_block: Int32, state, mask: cutlass.Constexpr):
         """One query block: S^T and dP^T issued together; P^T (dV's GEMM issued as soon as it is in
-        registers), then dS^T and dK's GEMM; the stage is released once both have read it."""
+        registers), then dS^T and dK's GEMM; the stage is released once both have read it. With a
+        softcap P^T and dS^T come in one pass once dP^T is done (tanh is not kept: its registers
+        would spill)."""
         pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
         acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
         acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
@@ -1417,12 +1426,17 @@ class FlashBwdDkDvSm90:
         _gemm(ctx["sdp"], acc_S, ctx["tSrK"], ctx["tSrQ"][None, None, None, state.index], True)
         pipe_do.consumer_wait(state)
         _gemm(ctx["sdp"], acc_dP, ctx["tSrV"], ctx["tSrDO"][None, None, None, state.index], True)
-        warpgroup.wait_group(1)  # S^T is done, dP^T may still run
-        t = self._probs(ctx, acc_S, m_block, state.index, mask)
+        if const_expr(self.softcap):
+            warpgroup.wait_group(0)
+            self._probs(ctx, acc_S, acc_dP, m_block, state.index, mask)
+        else:
+            warpgroup.wait_group(1)  # S^T is done, dP^T may still run
+            self._probs(ctx, acc_S, None, m_block, state.index, mask)
         ctx["tDrP"].store(cute.make_tensor(acc_S.iterator, _acc_as_a(acc_S.layout)).load().to(self.dtype))
         _gemm(ctx["dkv"], ctx["acc_dV"], ctx["tDrP"], ctx["tDrDOt"][None, None, None, state.index], False)
-        warpgroup.wait_group(1)  # dP^T is done
-        self._grads(ctx, acc_S, acc_dP, t, state.index)
+        if const_expr(not self.softcap):
+            warpgroup.wait_group(1)  # dP^T is done
+            self._grads(ctx, acc_S, acc_dP, state.index)
         ctx["tDrDS"].store(cute.make_tensor(acc_dP.iterator, _acc_as_a(acc_dP.layout)).load().to(self.dtype))
         _gemm(ctx["dkv"], ctx["acc_dK"], ctx["tDrDS"], ctx["tDrQt"][None, None, None, state.index], False)
         warpgroup.wait_group(0)
@@ -1432,25 +1446,22 @@ class FlashBwdDkDvSm90:
         return state
 
     @cute.jit
-    def _probs(self, ctx, acc_S: cute.Tensor, m_block: Int32, stage: Int32, mask: cutlass.Constexpr):
+    def _probs(self, ctx, acc_S: cute.Tensor, acc_dP, m_block: Int32, stage: Int32, mask: cutlass.Constexpr):
         """acc_S (raw scores k.q, keys on rows) becomes P^T = exp2((s - m) * scale_log2 - l) with the
-        forward's statistics of each column's query, 0 outside the mask; returns tanh of the scaled
-        scores with a softcap (dS needs 1 - t^2), else None."""
+        forward's statistics of each column's query, 0 outside the mask. With a softcap (scores
+        cap_log2 * tanh(s * cap_scale)) acc_dP (dP^T, done) becomes dS^T = P^T (dP^T - delta) (1 - t^2)
+        in the same pass."""
         s_mn = _acc_mn(acc_S)
         c_mn, sT = ctx["c_mn"], ctx["sT"]
-        t_mn = None
-        if const_expr(self.softcap):
-            t_keep = cute.make_rmem_tensor(ctx["s_shape"], Float32)
-            t_mn = _acc_mn(t_keep)
         for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
             col = c_mn[0, c][1]
             m2 = sT[col, 0, stage]
             l2 = sT[col, 1, stage]
             query = m_block * self.tile_m + col
             for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                t = Float32(0.0)
                 if const_expr(self.softcap):
                     t = cute.math.tanh(s_mn[r, c] * ctx["cap_scale"], fastmath=False)
-                    t_mn[r, c] = t
                     p = cute.math.exp2(ctx["cap_log2"] * t - m2 - l2, fastmath=True)
                 else:
                     p = cute.math.exp2((s_mn[r, c] - m2) * ctx["scale_log2"] - l2, fastmath=True)
@@ -1461,20 +1472,19 @@ class FlashBwdDkDvSm90:
                     if const_expr(self.has_left):
                         p = Float32(0.0) if key < query + ctx["off"] - ctx["win_left"] else p
                 s_mn[r, c] = p
-        return t_mn
+                if const_expr(self.softcap):
+                    dp_mn = _acc_mn(acc_dP)
+                    dp_mn[r, c] = p * (dp_mn[r, c] - sT[col, 2, stage]) * (1.0 - t * t)
 
     @cute.jit
-    def _grads(self, ctx, acc_S: cute.Tensor, acc_dP: cute.Tensor, t_mn, stage: Int32):
-        """acc_dP (dP^T) becomes dS^T = P^T (dP^T - delta), times 1 - t^2 with a softcap."""
+    def _grads(self, ctx, acc_S: cute.Tensor, acc_dP: cute.Tensor, stage: Int32):
+        """acc_dP (dP^T) becomes dS^T = P^T (dP^T - delta)."""
         s_mn, dp_mn = _acc_mn(acc_S), _acc_mn(acc_dP)
         c_mn, sT = ctx["c_mn"], ctx["sT"]
         for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
             delta = sT[c_mn[0, c][1], 2, stage]
             for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
-                ds = s_mn[r, c] * (dp_mn[r, c] - delta)
-                if const_expr(self.softcap):
-                    ds = ds * (1.0 - t_mn[r, c] * t_mn[r, c])
-                dp_mn[r, c] = ds
+                dp_mn[r, c] = s_mn[r, c] * (dp_mn[r, c] - delta)
 
     @cute.jit
     def epilogue(self, tiled_mma_dkv: cute.TiledMma, acc_dK: cute.Tensor, acc_dV: cute.Tensor, mDK: cute.Tensor,
@@ -1494,6 +1504,309 @@ class FlashBwdDkDvSm90:
                 if n_block * self.tile_n + c_mn[r, 0][0] < seqlen_k:
                     for c in cutlass.range_constexpr(cute.size(r_mn, mode=[1])):
                         g_mn[r, c] = r_mn[r, c]
+
+
+# ------------------------------------------------------------------------------------- backward: dQ
+
+
+class FlashBwdDqSm90(FlashFwdSm90):
+    """The backward's dQ kernel, shaped as the forward (whose key-block ranges it shares): one CTA per
+    (128 queries, head, batch); the producer warp loads Q and dO once and K, V tiles into a ring;
+    each math warpgroup owns 64 query rows: S = Q K^T and dP = dO V^T by wgmma from shared memory,
+    P = exp2((s - m) * scale_log2 - l) from the forward's statistics, dS = P (dP - delta) rounded to
+    16 bits, dQ += dS K by wgmma with dS as the register A operand. Each row tracks its best-scoring
+    key and the sum of its rounded dS, and the epilogue takes the rounding out as the Triton dQ
+    kernel does (dQ -= c (sum dS_16 - dlse), c the best key's row: see _attn_dq_kernel)."""
+
+    def __init__(self, dtype, head_dim: int, tile_m: int = 128, tile_n: int = 64, stages: int = 2,
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False, reverse: bool = False,
+                 has_dlse: bool = False):
+        super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, softcap, reverse,
+                         overlap=False)
+        self.has_dlse = has_dlse
+
+    @cute.jit
+    def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDQ: cute.Tensor,
+                 mTab: cute.Tensor, sm_scale: Float32, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
+                 win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        mQ, mK, mV, mDO, mDQ = [
+            cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+            for t in (mQ, mK, mV, mDO, mDQ)]
+        mTab = cute.make_tensor(mTab.iterator, cute.select(mTab.layout, mode=[3, 2, 1, 0]))
+        tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_n))
+        tiled_mma_dq = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, None)
+        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, self.stages)
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        one_k = cute.select(sK_layout, mode=[0, 1])
+        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, sQ_layout, (self.tile_m, self.d))
+        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, sQ_layout, (self.tile_m, self.d))
+        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, one_k, (self.tile_n, self.d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, one_k, (self.tile_n, self.d))
+        self.q_bytes = cute.size_in_bytes(self.dtype, sQ_layout)
+        self.kv_bytes = cute.size_in_bytes(self.dtype, one_k)
+
+        @cute.struct
+        class SharedStorage:
+            mbar_q: cute.struct.MemRange[cutlass.Int64, 2]
+            mbar_k: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            mbar_v: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sQ: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sDO: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sK: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sV: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+
+        grid = (cute.ceil_div(mQ.shape[0], self.tile_m), cute.size(mQ.shape[2]), cute.size(mQ.shape[3]))
+        self.kernel(tQ, tK, tV, tDO, mDQ, mK, mTab, tma_q, tma_k, tma_v, tma_do, sm_scale, scale_log2, cap_scale,
+                    cap_log2, win_left, win_right, sQ_layout, sK_layout, tiled_mma_sdp, tiled_mma_dq,
+                    SharedStorage).launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    @cute.kernel
+    def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDQ: cute.Tensor,
+               mKg: cute.Tensor, mTab: cute.Tensor, tma_q: cute.CopyAtom, tma_k: cute.CopyAtom,
+               tma_v: cute.CopyAtom, tma_do: cute.CopyAtom, sm_scale: Float32, scale_log2: Float32,
+               cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32,
+               sQ_layout: cute.ComposedLayout, sK_layout: cute.ComposedLayout, tiled_mma_sdp: cute.TiledMma,
+               tiled_mma_dq: cute.TiledMma, SharedStorage: cutlass.Constexpr):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        m_block, head, batch = cute.arch.block_idx()
+        if const_expr(self.reverse):  # causal: the query blocks with the most keys first
+            m_block = cute.arch.grid_dim()[0] - 1 - m_block
+        if warp_idx == 0:
+            for atom in (tma_q, tma_k, tma_v, tma_do):
+                cpasync.prefetch_descriptor(atom)
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(SharedStorage)
+        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
+        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)
+        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=1,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=2 * self.q_bytes, defer_sync=True)
+        pipe_k = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_k.data_ptr(), num_stages=self.stages,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipe_v = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_v.data_ptr(), num_stages=self.stages,
+                                                  producer_group=producer, consumer_group=consumers,
+                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipeline.pipeline_init_arrive(is_relaxed=True)
+        sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sDO = storage.sDO.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sV = storage.sV.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        seqlen_q = mQ.shape[0]
+        seqlen_k = mK.shape[0]
+        head_kv = head // (mQ.shape[2] // mK.shape[2])
+        blocks = self._block_range(m_block, seqlen_q, seqlen_k, win_left, win_right)
+        pipeline.pipeline_init_wait()
+
+        if warp_idx < 4:  # producer warpgroup: one warp issues the TMA loads
+            cute.arch.setmaxregister_decrease(self.load_regs)
+            if warp_idx == 0:
+                self.load_dq(mQ, mK, mV, mDO, sQ, sK, sV, sDO, tma_q, tma_k, tma_v, tma_do, pipe_q, pipe_k, pipe_v,
+                             m_block, head, head_kv, batch, blocks)
+        else:
+            cute.arch.setmaxregister_increase(self.mma_regs)
+            tidx, _, _ = cute.arch.thread_idx()
+            self.mma_dq(tiled_mma_sdp, tiled_mma_dq, mDQ, mKg, mTab, sQ, sK, sV, sDO, pipe_q, pipe_k, pipe_v,
+                        tidx - WG, m_block, head, head_kv, batch, seqlen_q, seqlen_k, blocks, sm_scale, scale_log2,
+                        cap_scale, cap_log2, win_left, win_right)
+
+    @cute.jit
+    def load_dq(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, sQ: cute.Tensor,
+                sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, tma_q: cute.CopyAtom, tma_k: cute.CopyAtom,
+                tma_v: cute.CopyAtom, tma_do: cute.CopyAtom, pipe_q, pipe_k, pipe_v, m_block: Int32, head: Int32,
+                head_kv: Int32, batch: Int32, blocks):
+        """Q and dO once, then K and V of every key block from the last down (the consumers' order)."""
+        n_lo, _, _, n_hi = blocks
+        one = cute.make_layout(1)
+        gQ = cute.local_tile(mQ[None, None, head, batch], (self.tile_m, self.d), (m_block, 0))
+        gDO = cute.local_tile(mDO[None, None, head, batch], (self.tile_m, self.d), (m_block, 0))
+        gK = cute.local_tile(mK[None, None, head_kv, batch], (self.tile_n, self.d), (None, 0))
+        gV = cute.local_tile(mV[None, None, head_kv, batch], (self.tile_n, self.d), (None, 0))
+        tQs, tQg = cpasync.tma_partition(tma_q, 0, one, cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+        tDs, tDg = cpasync.tma_partition(tma_do, 0, one, cute.group_modes(sDO, 0, 2), cute.group_modes(gDO, 0, 2))
+        tKs, tKg = cpasync.tma_partition(tma_k, 0, one, cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+        tVs, tVg = cpasync.tma_partition(tma_v, 0, one, cute.group_modes(sV, 0, 2), cute.group_modes(gV, 0, 2))
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 1)
+        pipe_q.producer_acquire(q_state)
+        cute.copy(tma_q, tQg, tQs, tma_bar_ptr=pipe_q.producer_get_barrier(q_state))
+        cute.copy(tma_do, tDg, tDs, tma_bar_ptr=pipe_q.producer_get_barrier(q_state))
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        for i in cutlass.range(n_hi - n_lo, unroll=1):
+            n = n_hi - 1 - i
+            pipe_k.producer_acquire(state)
+            cute.copy(tma_k, tKg[None, n], tKs[None, state.index], tma_bar_ptr=pipe_k.producer_get_barrier(state))
+            pipe_v.producer_acquire(state)
+            cute.copy(tma_v, tVg[None, n], tVs[None, state.index], tma_bar_ptr=pipe_v.producer_get_barrier(state))
+            state.advance()
+
+    @cute.jit
+    def mma_dq(self, tiled_mma_sdp: cute.TiledMma, tiled_mma_dq: cute.TiledMma, mDQ: cute.Tensor, mKg: cute.Tensor,
+               mTab: cute.Tensor, sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, pipe_q,
+               pipe_k, pipe_v, tidx: Int32, m_block: Int32, head: Int32, head_kv: Int32, batch: Int32,
+               seqlen_q: Int32, seqlen_k: Int32, blocks, sm_scale: Float32, scale_log2: Float32,
+               cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32):
+        """The math warpgroups: each row's statistics, the walk over the key blocks, the epilogue."""
+        n_lo, f_lo, f_hi, n_hi = blocks
+        wg = cute.arch.make_warp_uniform(tidx // WG)
+        wg_sdp = tiled_mma_sdp.get_slice(wg * WG)
+        wg_dq = tiled_mma_dq.get_slice(wg * WG)
+        thr_sdp = tiled_mma_sdp.get_slice(tidx)
+        c_mn = _acc_mn(thr_sdp.partition_C(cute.make_identity_tensor((self.tile_m, self.tile_n))))
+        ctx = {
+            "sdp": tiled_mma_sdp, "dq": tiled_mma_dq, "pipe_k": pipe_k, "pipe_v": pipe_v,
+            "tSrQ": wg_sdp.make_fragment_A(wg_sdp.partition_A(sQ)),
+            "tSrDO": wg_sdp.make_fragment_A(wg_sdp.partition_A(sDO)),
+            "tSrK": wg_sdp.make_fragment_B(wg_sdp.partition_B(sK)),
+            "tSrV": wg_sdp.make_fragment_B(wg_sdp.partition_B(sV)),
+            "tQrKt": wg_dq.make_fragment_B(wg_dq.partition_B(_transpose_view(sK))),
+            "tQrDS": wg_dq.make_fragment_A(wg_dq.partition_shape_A((self.tile_m, self.tile_n))),
+            "acc_dQ": cute.make_rmem_tensor(wg_dq.partition_shape_C((self.tile_m, self.d)), Float32),
+            "s_shape": wg_sdp.partition_shape_C((self.tile_m, self.tile_n)),
+            "c_mn": c_mn, "m_block": m_block, "seqlen_k": seqlen_k, "off": seqlen_k - seqlen_q,
+            "scale_log2": scale_log2, "cap_scale": cap_scale, "cap_log2": cap_log2, "win_left": win_left,
+            "win_right": win_right,
+        }
+        ctx["acc_dQ"].fill(0.0)
+        n_rows = cute.size(c_mn, mode=[0])
+        for name in ("m2", "l2", "delta", "dlse", "rs", "best"):
+            ctx[name] = cute.make_rmem_tensor(n_rows, Float32)
+        ctx["idx"] = cute.make_rmem_tensor(n_rows, Int32)
+        tab = mTab[None, None, head, batch]
+        for r in cutlass.range_constexpr(n_rows):
+            row = m_block * self.tile_m + c_mn[r, 0][0]  # < S_pad: the table is padded to whole blocks
+            ctx["m2"][r] = tab[row, 0]
+            ctx["l2"][r] = tab[row, 1]
+            ctx["delta"][r] = tab[row, 2]
+            ctx["dlse"][r] = tab[row, 3]
+        ctx["rs"].fill(0.0)
+        ctx["best"].fill(-Float32.inf)
+        ctx["idx"].fill(0)
+        q_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        pipe_q.consumer_wait(q_state)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        for i in cutlass.range(n_hi - f_hi, unroll=1):  # right edge: masked
+            state = self.dq_step(ctx, n_hi - 1 - i, state, True)
+        for i in cutlass.range(f_hi - f_lo, unroll=1):  # interior: no mask
+            state = self.dq_step(ctx, f_hi - 1 - i, state, False)
+        if const_expr(self.has_left):
+            for i in cutlass.range(f_lo - n_lo, unroll=1):  # left window edge: masked
+                state = self.dq_step(ctx, f_lo - 1 - i, state, True)
+        self.dq_epilogue(ctx, mDQ, mKg, tidx, m_block, head, head_kv, batch, seqlen_q, sm_scale)
+
+    @cute.jit
+    def dq_step(self, ctx, n_block: Int32, state, mask: cutlass.Constexpr):
+        """One key block: S and dP issued together; P (and each row's best key) while dP finishes; dS
+        rounded, its row sums, dQ's GEMM; the stage released once it has read K."""
+        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        ctx["pipe_k"].consumer_wait(state)
+        _gemm(ctx["sdp"], acc_S, ctx["tSrQ"], ctx["tSrK"][None, None, None, state.index], True)
+        ctx["pipe_v"].consumer_wait(state)
+        _gemm(ctx["sdp"], acc_dP, ctx["tSrDO"], ctx["tSrV"][None, None, None, state.index], True)
+        warpgroup.wait_group(1)  # S is done
+        t_mn = self._dq_probs(ctx, acc_S, n_block, mask)
+        warpgroup.wait_group(0)  # dP is done
+        ctx["pipe_v"].consumer_release(state)
+        self._dq_grads(ctx, acc_S, acc_dP, t_mn)
+        ctx["tQrDS"].store(cute.make_tensor(acc_dP.iterator, _acc_as_a(acc_dP.layout)).load().to(self.dtype))
+        _gemm(ctx["dq"], ctx["acc_dQ"], ctx["tQrDS"], ctx["tQrKt"][None, None, None, state.index], False)
+        warpgroup.wait_group(0)
+        ctx["pipe_k"].consumer_release(state)
+        state.advance()
+        return state
+
+    @cute.jit
+    def _dq_probs(self, ctx, acc_S: cute.Tensor, n_block: Int32, mask: cutlass.Constexpr):
+        """acc_S (raw q.k) becomes P = exp2((s - m) * scale_log2 - l), 0 outside the mask; each row's best
+        score and its key are updated; returns tanh of the scaled scores with a softcap, else None."""
+        s_mn, c_mn = _acc_mn(acc_S), ctx["c_mn"]
+        best, idx = ctx["best"], ctx["idx"]
+        t_mn = None
+        if const_expr(self.softcap):
+            t_mn = _acc_mn(cute.make_rmem_tensor(ctx["s_shape"], Float32))
+        for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+            row = ctx["m_block"] * self.tile_m + c_mn[r, 0][0]
+            m2, l2 = ctx["m2"][r], ctx["l2"][r]
+            for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                s = s_mn[r, c]
+                key = n_block * self.tile_n + c_mn[0, c][1]
+                if const_expr(self.softcap):
+                    t = cute.math.tanh(s * ctx["cap_scale"], fastmath=False)
+                    t_mn[r, c] = t
+                    p = cute.math.exp2(ctx["cap_log2"] * t - m2 - l2, fastmath=True)
+                else:
+                    p = cute.math.exp2((s - m2) * ctx["scale_log2"] - l2, fastmath=True)
+                if const_expr(mask):
+                    keep = key < ctx["seqlen_k"]
+                    if const_expr(self.has_right):
+                        keep = keep & (key <= row + ctx["off"] + ctx["win_right"])
+                    if const_expr(self.has_left):
+                        keep = keep & (key >= row + ctx["off"] - ctx["win_left"])
+                    p = p if keep else Float32(0.0)
+                    s = s if keep else -Float32.inf
+                better = s > best[r]
+                idx[r] = key if better else idx[r]
+                best[r] = s if better else best[r]
+                s_mn[r, c] = p
+        return t_mn
+
+    @cute.jit
+    def _dq_grads(self, ctx, acc_S: cute.Tensor, acc_dP: cute.Tensor, t_mn):
+        """acc_dP becomes dS = P (dP - delta) (times 1 - t^2 with a softcap) rounded to 16 bits; each
+        row's sum of the rounded dS (with a softcap: of the rounding only) goes into rs."""
+        s_mn, dp_mn = _acc_mn(acc_S), _acc_mn(acc_dP)
+        for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+            delta = ctx["delta"][r]
+            for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                ds = s_mn[r, c] * (dp_mn[r, c] - delta)
+                if const_expr(self.softcap):
+                    ds = ds * (1.0 - t_mn[r, c] * t_mn[r, c])
+                dp_mn[r, c] = ds
+            if const_expr(self.softcap):
+                ctx["rs"][r] = ctx["rs"][r] - dp_mn[r, None].load().reduce(cute.ReductionOp.ADD, Float32.zero, 0)
+        acc_dP.store(acc_dP.load().to(self.dtype).to(Float32))
+        for r in cutlass.range_constexpr(cute.size(dp_mn, mode=[0])):
+            ctx["rs"][r] = ctx["rs"][r] + dp_mn[r, None].load().reduce(cute.ReductionOp.ADD, Float32.zero, 0)
+
+    @cute.jit
+    def dq_epilogue(self, ctx, mDQ: cute.Tensor, mKg: cute.Tensor, tidx: Int32, m_block: Int32, head: Int32,
+                    head_kv: Int32, batch: Int32, seqlen_q: Int32, sm_scale: Float32):
+        """Each row's best key and rounding sum across its quad; dQ = (dQ - rs c) * scale in the output
+        dtype, straight from registers (rows past the sequence skipped); c read from global memory."""
+        thr = ctx["dq"].get_slice(tidx)
+        acc = ctx["acc_dQ"]
+        q_mn = _acc_mn(acc)
+        c_mn = _acc_mn(thr.partition_C(cute.make_identity_tensor((self.tile_m, self.d))))
+        keys = mKg[None, None, head_kv, batch]
+        for r in cutlass.range_constexpr(cute.size(q_mn, mode=[0])):
+            best, idx = ctx["best"][r], ctx["idx"][r]
+            for offset in (1, 2):
+                other_best = cute.arch.shuffle_sync_bfly(best, offset=offset)
+                other_idx = cute.arch.shuffle_sync_bfly(idx, offset=offset)
+                take = (other_best > best) | ((other_best == best) & (other_idx < idx))
+                best = other_best if take else best
+                idx = other_idx if take else idx
+            rs = _quad_sum(ctx["rs"][r])
+            if const_expr(self.has_dlse and not self.softcap):  # sum dS = dlse (0 for a row that sees no key)
+                if ctx["l2"][r] != Float32.inf:
+                    rs = rs - ctx["dlse"][r]
+            for c in cutlass.range_constexpr(cute.size(q_mn, mode=[1])):
+                centre = keys[idx, c_mn[0, c][1]].to(Float32)
+                q_mn[r, c] = (q_mn[r, c] - rs * centre) * sm_scale
+        rO = cute.make_rmem_tensor(acc.layout.shape, self.dtype)
+        rO.store(acc.load().to(self.dtype))
+        r_mn = _acc_mn(rO)
+        g_mn = _acc_mn(thr.partition_C(cute.local_tile(mDQ[None, None, head, batch], (self.tile_m, self.d),
+                                                       (m_block, 0))))
+        for r in cutlass.range_constexpr(cute.size(r_mn, mode=[0])):
+            if m_block * self.tile_m + c_mn[r, 0][0] < seqlen_q:
+                for c in cutlass.range_constexpr(cute.size(r_mn, mode=[1])):
+                    g_mn[r, c] = r_mn[r, c]
 
 
 # --------------------------------------------------------------------------------- host launcher
@@ -1580,7 +1893,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     return out, lse, stats
 
 
-# the backward: CuTe dK/dV, Triton dQ, both reading one statistics table
+# the backward: CuTe dK/dV and dQ, both reading one statistics table
 
 CUTE_BACKWARD = True  # False: the Triton backward of the shared block (benchmarks compare the two)
 BWD_PAD = 128  # the table's rows are padded to a multiple of this (every tile_m divides it)
@@ -1588,9 +1901,10 @@ TAB_BLOCK = 64  # rows per program of the table kernel
 
 
 def _bwd_tiles(d: int) -> dict:
-    """dK/dV tiles: 128 keys (two math warpgroups) by 64 queries a step; Q and dO in a ring as deep as
-    shared memory allows (K, V 64 KiB at d = 128 plus 32 KiB a stage)."""
-    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3}
+    """dK/dV tiles: 128 keys (two math warpgroups) by 64 queries a step; Q and dO in a 3-stage ring (K, V
+    64 KiB at d = 128 plus 32 KiB a stage; 3 stages 3.52 ms against 3.81 for 2 at the headline shape,
+    benchmarks/results/2026-12-03-h200/attention_bwd_cute.json)."""
+    return {"tile_m": 64, "tile_n": 128, "stages": 3}
 
 
 @triton.jit
@@ -1637,28 +1951,6 @@ def _stats_table(do, out, stats, dlse) -> torch.Tensor:
     return tab
 
 
-def _dq_from_table(do, q, k, v, tab, dq, has_dlse: bool, scale: float, softcap: float | None, window) -> None:
-    """The shared block's Triton dQ kernel reading the table (row max, log2 sum, delta, dlse planes)."""
-    b, sq, hq, d = q.shape
-    sk, hkv = k.shape[1], k.shape[2]
-    if _tma_ok(q, k, v, do, dq):
-        _ensure_tma_allocator()
-    win_l, win_r, has_l, has_r = _window_args(window)
-    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
-    tuned = sq * sk >= TUNE_MIN
-    blocks = {} if tuned else _fixed(DQ_DEFAULT, _block_d(d))
-
-    def grid(meta):
-        return (triton.cdiv(sq, meta["BLOCK_M"]), b * hq)
-
-    (_DQ if tuned else _attn_dq_kernel)[grid](
-        q, k, v, do, tab, tab[:, :, 2], tab[:, :, 3], dq, tab, tab, *_strides(q, False), *_strides(k, False),
-        *_strides(v, False), *_strides(do, False), *_strides(dq, False), tab.stride(0), tab.stride(1), tab.stride(2),
-        sq, sk, hq, hq // hkv, scale, qk_scale, cap_scale, cap_log2, win_l, win_r, _bucket(sq), _bucket(sk),
-        HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=False, HAS_LEFT=has_l, HAS_RIGHT=has_r, SOFTCAP=softcap is not None,
-        TMA=_tma_ok(q, k, v, do, dq), UPCAST=False, REVERSE=has_r and win_r <= 0, HAS_DLSE=has_dlse, **blocks)
-
-
 def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None, window) -> None:
     """dK, dV by the CuTe kernel from the statistics table (compiled once per dtype, head dim, masks)."""
     d = q.shape[3]
@@ -1676,11 +1968,34 @@ def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None,
     compiled(*args, stream)
 
 
+def _dq_tiles(d: int) -> dict:
+    """dQ tiles: 128 queries (two math warpgroups) by 64 keys a step (dQ, S and dP in registers; 2 or 3
+    stages measured alike)."""
+    return {"tile_m": 128, "tile_n": 64, "stages": 2 if d > 64 else 3}
+
+
+def dq_backward(q, k, v, do, tab, dq, has_dlse: bool, scale: float, softcap: float | None, window) -> None:
+    """dQ by the CuTe kernel from the statistics table (compiled once per dtype, head dim, masks)."""
+    d = q.shape[3]
+    win_l, win_r, has_l, has_r = _window_args(window)
+    qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
+    flags = dict(_dq_tiles(d), has_left=has_l, has_right=has_r, softcap=softcap is not None,
+                 reverse=has_r and win_r <= 0, has_dlse=has_dlse)
+    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dq), _to_cute(tab),
+            Float32(scale), Float32(qk_scale), Float32(cap_scale), Float32(cap_log2), Int32(win_l), Int32(win_r)]
+    stream = _stream(q)
+    key = ("dq", q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        compiled = cute.compile(FlashBwdDqSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        _CACHE[key] = compiled
+    compiled(*args, stream)
+
+
 def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                        stats: torch.Tensor, dlse: torch.Tensor | None, scale: float, softcap: float | None,
                        window: tuple[int | None, int | None]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv): dK, dV by the CuTe kernel, dQ by the Triton one (with its per-row centring), both
-    from one table of the forward's statistics and delta."""
+    """(dq, dk, dv) by the two CuTe kernels, both reading one table of the forward's statistics and delta."""
     _check_cute(q, k, v)
     q, k, v, out = (_tma_ready(t) for t in (q, k, v, out))
     do = _tma_ready(do.to(q.dtype))
@@ -1689,7 +2004,7 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
         return dq.zero_(), dk.zero_(), dv.zero_()
     tab = _stats_table(do, out, stats, None if dlse is None else dlse.float())
     dkdv_backward(q, k, v, do, tab, dk, dv, scale, softcap, window)
-    _dq_from_table(do, q, k, v, tab, dq, dlse is not None, scale, softcap, window)
+    dq_backward(q, k, v, do, tab, dq, dlse is not None, scale, softcap, window)
     return dq, dk, dv
 
 
@@ -1758,7 +2073,7 @@ def _register(name: str, impl, fake, backward=None, setup=None):
     return op
 
 
-# (out, lse, stats) by the CuTe forward; differentiable (Triton backward)
+# (out, lse, stats) by the CuTe forward; differentiable (the CuTe backward)
 attention_cute_fwd = _register("attention_cute_fwd", _fwd_impl, _fwd_fake, _backward, _setup)
 attention_cute_bwd = _register("attention_cute_bwd", _bwd_impl, _bwd_fake)
 
@@ -1779,7 +2094,7 @@ def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, i
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, scale: float | None = None,
               softcap: float | None = None, window: tuple[int, int] | None = None, return_lse: bool = False):
     """Same contract as triton.py's `attention` (bottom-right causal, window, softcap, GQA, lse),
-    forward by the CuTe kernel (head dims 64 and 128), backward by the Triton kernels."""
+    forward and backward by the CuTe kernels (head dims 64 and 128)."""
     left, right = _window(causal, window)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     cap = None if softcap is None or softcap == 0 else float(softcap)
