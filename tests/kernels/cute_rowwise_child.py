@@ -1,7 +1,8 @@
 """Child process for test_rowwise_cute: compiles the row-wise CuTe DSL kernels for sm_90a without a GPU,
 the way the verifier's worker does (its hooks installed, launches skipped), forward and backward,
 and prints one JSON line: per case whether it compiled, per kernel the ptxas registers and spills,
-and what the PTX holds (128-bit loads and stores, cluster barriers, DSMEM loads).
+and what the PTX holds (128-bit loads and stores, cluster barriers, st.async pushes, mbarrier waits,
+DSMEM loads).
 
 Usage: CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR python cute_rowwise_child.py
 """
@@ -61,6 +62,8 @@ def ptx_facts(folder: Path) -> dict[str, dict[str, int]]:
         out[path.name] = {"ld_v4": len(re.findall(r"ld\.global(?:\.\w+)*\.v4", text)),
                           "st_v4": len(re.findall(r"st\.global(?:\.\w+)*\.v4", text)),
                           "cluster_barrier": text.count("barrier.cluster.arrive"),
+                          "st_async": text.count("st.async.shared::cluster.mbarrier::complete_tx"),
+                          "mbarrier_wait": text.count("mbarrier.try_wait.parity"),
                           "dsmem_load": text.count("ld.shared::cluster")}
     return out
 

@@ -70,6 +70,8 @@ def test_failures_are_reported():
 
 @pytest.mark.parametrize(("name", "constexprs"), [
     ("_ln_bwd_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1}),
+    ("_ln_bwd_fast_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1,
+                             "STAGES": 0}),
     ("_ln_bwd_looped_kernel", {"BLOCK": 64})])
 def test_layer_norm_backward_is_compiled_without_fma(name, constexprs):
     # w*dy - mean(w*dy) with w*dy fused into an FMA is the product's rounding error, not 0, at width 1
@@ -89,3 +91,29 @@ def test_layer_norm_backward_is_compiled_without_fma(name, constexprs):
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, **ln.BWD_OPTIONS}).asm["ptx"]
     assert re.search(r"\b(?:mul|sub)\.rn\.f32", ptx)  # the arithmetic is there, rounded op by op
     assert not re.findall(r"\b(?:fma|mad)\.\w+\.f32|\b(?:mul|add|sub)\.f32", ptx)
+
+
+def test_layer_norm_fast_backward_contracts_from_two_columns_only(monkeypatch):
+    # the fast kernel is launched without FMA contraction at one column (the case above), with it from two
+    import torch
+
+    from kernelagent.kernels.layer_norm import triton as ln
+
+    launches = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.name, kwargs))
+
+    monkeypatch.setattr(ln, "BWD_VARIANT", "fast")
+    monkeypatch.setattr(ln, "_ln_bwd_fast_kernel", Recorder("fast"))
+    monkeypatch.setattr(ln, "_column_sum_pair_kernel", Recorder("sum"))
+    for n in (1, 2):
+        x = torch.zeros(4, n)
+        ln.launch_bwd(x, torch.ones(n), x, torch.zeros(4), torch.ones(4), x.clone(), torch.empty(n), torch.empty(n))
+    fast = [kw for name, kw in launches if name == "fast"]
+    assert [kw.get("enable_fp_fusion", True) for kw in fast] == [False, True]
+    assert [name for name, _ in launches] == ["fast", "sum", "fast", "sum"]  # dweight and dbias in one launch

@@ -5,7 +5,8 @@ Forward: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) kept in fp32; with a r
 s = x + residual is written too (rounded to x's dtype, then normalised). Every row lives in
 registers, spread over the threads of a CTA, or over the CTAs of a cluster when it is too wide for
 one CTA (rows up to 262144); reductions go lane -> warp -> CTA (shared memory) -> cluster
-(distributed shared memory), so each element is read once and written once. Backward: a fixed
+(st.async pushes into every peer's shared memory, completing its mbarrier), so each element is read
+once and written once. Backward: a fixed
 grid of CTAs walks the row tiles, writes dx = rstd * (w*dy - xhat * mean(w*dy*xhat)) (+ the sum's
 own gradient) and keeps its share of dw = sum(dy * xhat) in fp32 registers; a second kernel sums
 the shares column-wise in a fixed order (deterministic, no atomics). Rows must be contiguous
@@ -173,59 +174,132 @@ def row_of(t: Tiling, tidx, tile):
     return tile * t.rows + tidx // t.tpr
 
 
-def sync_row_group(cluster: int) -> None:
-    """Wait until every thread of the row group (the CTA, or the cluster) is here: before a reduction
-    buffer is reused, and before a CTA whose partials its peers read may exit."""
-    if cluster > 1:
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-    else:
-        cute.arch.sync_threads()
+# Row reductions: lane -> warp (butterfly shuffles) -> CTA (shared memory: each warp's partial, one
+# barrier) -> cluster. Across a cluster every warp pushes its partial into every CTA's buffer with
+# st.async, whose bytes complete that CTA's own transaction-count mbarrier, armed by the CTA for all
+# it will receive; one wait, and the CTA reduces its local copy. No cluster barrier in a reduction and
+# none at the end: a CTA reads no peer's memory, and it cannot exit while a push to it is in flight
+# (it waits for every one). Against the earlier cluster barrier + remote loads, 1.3-1.4x on the
+# softmax forward at 32K-256K columns: benchmarks/results/2026-12-03-h200/cluster_reduce.json.
 
 
-def reduction_buffer(smem, t: Tiling) -> cute.Tensor:
+@dataclass
+class RowReductions:
+    """A kernel's row-reduction buffers, from row_reductions."""
+
+    t: Tiling
+    stages: int
+    bufs: list  # per reduction, fp32: (ROWS, warps, stages); across a cluster (warps x CTAs, stages)
+    mbars: cute.Pointer | None  # across a cluster: one per reduction and stage, reduction-major
+    ready: bool  # across a cluster: row_group_ready was called
+
+
+def row_reductions(smem, t: Tiling, count: int, stages: int = 1) -> RowReductions:
+    """Shared memory for a kernel's `count` row reductions, allocated at its start by every thread.
+    Each reduction has its own buffer (and mbarrier), used once (stages=1), so no barrier is needed
+    after reading it. A kernel that walks tile after tile takes stages=2, step k using copy k % 2: no
+    thread, here or in a peer, reaches step k + 2 before every thread has read step k's copies (step
+    k + 1's reductions wait for all of them), so a copy is only written again once read. Across a
+    cluster, thread 0 initialises the mbarriers and every thread arrives (relaxed) on the cluster
+    barrier, which row_group_ready waits on."""
+    assert stages in (1, 2), stages
     warps = max(t.tpr // 32, 1)
-    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((t.rows, warps), stride=(warps, 1)))
+    if t.cluster == 1:
+        layout = cute.make_layout((t.rows, warps, stages), stride=(warps, 1, t.rows * warps))
+        return RowReductions(t, stages, [smem.allocate_tensor(cutlass.Float32, layout) for _ in range(count)],
+                             None, ready=True)
+    assert t.rows == 1 and t.tpr % 32 == 0 and t.cluster <= 32, t  # one row a CTA, whole warps
+    mbars = smem.allocate_array(cutlass.Int64, count * stages)
+    layout = cute.make_layout((warps * t.cluster, stages))
+    bufs = [smem.allocate_tensor(cutlass.Float32, layout) for _ in range(count)]
+    _init_mbarriers(mbars, count * stages)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive_relaxed()  # the peers must see the mbarriers initialised before pushing
+    return RowReductions(t, stages, bufs, mbars, ready=False)
 
 
 @cute.jit
-def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
-               tpr: cutlass.Constexpr, cluster: cutlass.Constexpr) -> cutlass.Float32:
-    """Reduce one value per thread over the threads (and CTAs) of its row; every thread gets the result.
-    `buf` is this reduction's own shared buffer (ROWS, warps per row): buffers are never reused within
-    a launch, so no barrier is needed after reading them."""
-    val = cute.arch.warp_reduction(val, op, threads_in_group=min(tpr, 32))
-    warps_per_row = cutlass.const_expr(max(tpr // 32, 1))
-    if cutlass.const_expr(warps_per_row > 1 or cluster > 1):
-        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-        row, slot = warp // warps_per_row, warp % warps_per_row
-        if lane == 0:
-            buf[row, slot] = val
-        if cutlass.const_expr(cluster > 1):
-            cute.arch.cluster_arrive()  # release: the partials are visible to the peers after the wait
-            cute.arch.cluster_wait()
-        else:
+def _init_mbarriers(mbars: cute.Pointer, n: cutlass.Constexpr) -> None:
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        for i in cutlass.range_constexpr(n):
+            cute.arch.mbarrier_init(mbars + i, 1)  # one arrival: the CTA's own, arming the bytes
+
+
+def row_group_ready(red: RowReductions) -> None:
+    """Call once, from every thread, before the first row_reduce and after the first loads are issued
+    (the wait overlaps them): across a cluster, waits until every CTA's mbarriers are initialised."""
+    if red.t.cluster > 1:
+        cute.arch.cluster_wait()
+    red.ready = True
+
+
+def _reduction_at(red: RowReductions, which: int, step):
+    """(buffer, copy, mbarrier, phase) of reduction `which` at `step`: copy step % stages; the k-th
+    use of an mbarrier waits for its k-th phase, of parity k % 2."""
+    if not red.ready:
+        raise RuntimeError("row_group_ready must come before the first reduction across a cluster")
+    if red.stages == 1 and not (isinstance(step, int) and step == 0):
+        raise ValueError("a kernel that reduces tile after tile needs row_reductions(..., stages=2)")
+    stage, phase = (0, 0) if red.stages == 1 else (step & 1, (step >> 1) & 1)
+    mbar = None if red.mbars is None else red.mbars + (which * red.stages + stage)
+    return red.bufs[which], stage, mbar, phase
+
+
+@cute.jit
+def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, red: RowReductions,
+               which: cutlass.Constexpr, step=0) -> cutlass.Float32:
+    """Reduce one value per thread over the threads (and CTAs) of its row with reduction `which` of
+    `red`; every thread gets the result. `step`: in a kernel that walks tiles, the loop's iteration
+    (0, 1, 2, ..., not the tile's index)."""
+    t = red.t
+    buf, stage, mbar, phase = _reduction_at(red, which, step)
+    if cutlass.const_expr(t.cluster == 1):
+        val = cute.arch.warp_reduction(val, op, threads_in_group=min(t.tpr, 32))
+        warps_per_row = cutlass.const_expr(max(t.tpr // 32, 1))
+        if cutlass.const_expr(warps_per_row > 1):
+            lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+            row, slot = warp // warps_per_row, warp % warps_per_row
+            if lane == 0:
+                buf[row, slot, stage] = val
             cute.arch.sync_threads()
-        total = cutlass.const_expr(warps_per_row * cluster)
+            acc = cutlass.Float32(init)
+            for i in cutlass.range_constexpr(-(-warps_per_row // 32)):
+                idx = lane + i * 32
+                if idx < warps_per_row:
+                    acc = op(acc, buf[row, idx, stage])
+            val = cute.arch.warp_reduction(acc, op)
+    else:
+        warps = cutlass.const_expr(t.tpr // 32)
+        total = cutlass.const_expr(warps * t.cluster)
+        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+        rank = cute.arch.block_idx()[1]  # the CTA's column tile: its rank in the cluster
+        val = cute.arch.warp_reduction(val, op)
+        if warp == 0:
+            if lane == 0:  # arm: this step's bytes, from every warp of every CTA (its own included)
+                cute.arch.mbarrier_arrive_and_expect_tx(mbar, total * 4)
+        if lane < t.cluster:  # lane r pushes the warp's partial into CTA r's slot (this CTA, this warp)
+            store_peer_async(buf.iterator + cute.crd2idx((rank * warps + warp, stage), buf.layout), mbar, lane, val)
+        done = cute.arch.mbarrier_try_wait(mbar, phase)
+        while not done:  # until every push to this CTA has landed
+            done = cute.arch.mbarrier_try_wait(mbar, phase)
         acc = cutlass.Float32(init)
         for i in cutlass.range_constexpr(-(-total // 32)):
             idx = lane + i * 32
             if idx < total:
-                if cutlass.const_expr(cluster > 1):  # the partial of CTA idx // warps_per_row, through DSMEM
-                    ptr = buf.iterator + cute.crd2idx((row, idx % warps_per_row), buf.layout)
-                    acc = op(acc, load_peer(ptr, idx // warps_per_row))
-                else:
-                    acc = op(acc, buf[row, idx])
+                acc = op(acc, buf[idx, stage])
         val = cute.arch.warp_reduction(acc, op)
     return val
 
 
-def load_peer(ptr: cute.Pointer, rank) -> cutlass.Float32:
-    """The fp32 at `ptr` in the shared memory of the cluster's CTA `rank` (mapa + ld.shared::cluster)."""
-    return cute.arch.inline_ptx(
-        "{\n.reg .u32 remote;\nmapa.shared::cluster.u32 remote, {$r0}, {$r1};\n"
-        "ld.shared::cluster.f32 {$w0}, [remote];\n}",
-        write_only_types=[cutlass.Float32], read_only_args=[ptr.toint(), cutlass.Int32(rank)])
+def store_peer_async(dst: cute.Pointer, mbar: cute.Pointer, rank, value: cutlass.Float32) -> None:
+    """st.async `value` to `dst` in the shared memory of the cluster's CTA `rank`, completing 4 bytes of
+    the transaction count of that CTA's mbarrier at the address of `mbar` (mapa for both)."""
+    cute.arch.inline_ptx(
+        "{\n.reg .u32 ra, rb;\nmapa.shared::cluster.u32 ra, {$r0}, {$r2};\n"
+        "mapa.shared::cluster.u32 rb, {$r1}, {$r2};\n"
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], {$r3}, [rb];\n}",
+        read_only_args=[dst.toint(), mbar.toint(), cutlass.Int32(rank), value])
 
 
 def fmax(a, b):
@@ -387,15 +461,15 @@ def _rms_fwd_kernel(mX: cute.Tensor, mR: cute.Tensor, mW: cute.Tensor, mY: cute.
                     HAS_W: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, rank, _ = cute.arch.block_idx()  # rank: this CTA's column tile (its rank in the cluster)
-    smem = cutlass.memory.SmemAllocator()
-    buf = reduction_buffer(smem, t)
+    red = row_reductions(cutlass.memory.SmemAllocator(), t, 1)  # the sum of squares
     here = (bidx, rank)
     x = load_tile(mX, t, tidx, here, 0.0)  # padding adds nothing to the sum of squares
     if cutlass.const_expr(HAS_RES):
         s = (x + load_tile(mR, t, tidx, here, 0.0, x.shape)).to(mS.element_type)  # rounded as torch's x + r
         store_tile(mS, t, tidx, here, s)
         x = s.to(cutlass.Float32)
-    sum_sq = row_reduce((x * x).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, buf, t.tpr, t.cluster)
+    row_group_ready(red)
+    sum_sq = row_reduce((x * x).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, red, 0)
     rstd = 1.0 / cute.math.sqrt(sum_sq / t.n + eps)  # correctly rounded sqrt and division
     row = row_of(t, tidx, bidx)
     if tidx % t.tpr == 0:
@@ -406,8 +480,6 @@ def _rms_fwd_kernel(mX: cute.Tensor, mR: cute.Tensor, mW: cute.Tensor, mY: cute.
     if cutlass.const_expr(HAS_W):
         y = y * load_tile(broadcast_rows(mW, mX), t, tidx, here, 0.0, x.shape)
     store_tile(mY, t, tidx, here, y)
-    if cutlass.const_expr(t.cluster > 1):  # stay until every peer has read this CTA's partials
-        sync_row_group(t.cluster)
 
 
 @cute.kernel
@@ -418,28 +490,28 @@ def _rms_bwd_kernel(mX: cute.Tensor, mW: cute.Tensor, mDY: cute.Tensor, mDR: cut
     tidx, _, _ = cute.arch.thread_idx()
     bidx, rank, _ = cute.arch.block_idx()
     ctas, _, _ = cute.arch.grid_dim()
-    smem = cutlass.memory.SmemAllocator()
-    buf = reduction_buffer(smem, t)
+    red = row_reductions(cutlass.memory.SmemAllocator(), t, 1, stages=2)  # the dot product, per step parity
     rows = mX.shape[0]
     dw = accumulator(mX, t, tidx)  # this CTA's share of dw, fp32, its columns of every row it walks
     w = None
     if cutlass.const_expr(HAS_W):
         w = load_tile(broadcast_rows(mW, mX), t, tidx, (0, rank), 0.0, dw.shape)
-    for tile in cutlass.range(bidx, cute.ceil_div(rows, t.rows), ctas):
+    row_group_ready(red)
+    for step in cutlass.range(cute.ceil_div(cute.ceil_div(rows, t.rows) - bidx, ctas)):
+        tile = bidx + step * ctas
         here = (tile, rank)
         x = load_tile(mX, t, tidx, here, 0.0)
         dy = load_tile(mDY, t, tidx, here, 0.0, x.shape)
         rstd = row_scalar(mRstd, row_of(t, tidx, tile), rows)
         xhat = x * rstd
         wdy = dy * w if cutlass.const_expr(HAS_W) else dy
-        c = row_reduce((wdy * xhat).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, buf, t.tpr, t.cluster)
+        c = row_reduce((wdy * xhat).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, red, 0, step)
         dx = (wdy - xhat * (c / t.n)) * rstd
         if cutlass.const_expr(HAS_DRES):
             dx = dx + load_tile(mDR, t, tidx, here, 0.0, x.shape)
         store_tile(mDX, t, tidx, here, dx)
         if cutlass.const_expr(HAS_W):
             dw.store(dw.load() + dy * xhat)
-        sync_row_group(t.cluster)  # the reduction buffer is reused by the next tile
     if cutlass.const_expr(HAS_W):
         store_tile(mPart, t, tidx, (bidx, rank), dw.load())
 

@@ -4,8 +4,9 @@ Every row lives in registers, spread over the threads of a CTA, or over the CTAs
 when it is too wide for one CTA (rows up to 262144): a CTA holds ROWS rows x its column tile,
 each thread VPT vectors of VEC elements (128-bit copies when the row width and the pointers
 allow). Row reductions go lane -> warp (butterfly shuffles) -> CTA (shared memory) -> cluster
-(each CTA reads its peers' partials through distributed shared memory). So each element is read
-once and written once. fp32 math; rows must be contiguous (other inputs are copied first).
+(each warp pushes its partial into every peer's shared memory with st.async, completing the peer's
+mbarrier: one round trip, no cluster barrier). So each element is read once and written once.
+fp32 math; rows must be contiguous (other inputs are copied first).
 
 `torch.ops.kernelagent.cute_softmax_fwd` has a backward (`cute_softmax_bwd`), a fake
 implementation and a CPU implementation in plain torch (fp32).
@@ -25,10 +26,6 @@ import torch.nn as nn
 from cutlass.cute.runtime import from_dlpack
 
 LOG2_E = math.log2(math.e)
-# Cluster reductions of the forward through mbarriers and st.async (one round trip, no cluster barrier)
-# instead of the row engine's barrier and remote loads: an experiment, measured by
-# benchmarks/probes/cluster_reduce.py.
-ASYNC_CLUSTER_REDUCE = False
 # fp32 values a thread holds per tensor: forward one tensor (x), backward two (y and dy).
 FWD_VALUES = 32
 BWD_VALUES = 16
@@ -177,59 +174,132 @@ def row_of(t: Tiling, tidx, tile):
     return tile * t.rows + tidx // t.tpr
 
 
-def sync_row_group(cluster: int) -> None:
-    """Wait until every thread of the row group (the CTA, or the cluster) is here: before a reduction
-    buffer is reused, and before a CTA whose partials its peers read may exit."""
-    if cluster > 1:
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-    else:
-        cute.arch.sync_threads()
+# Row reductions: lane -> warp (butterfly shuffles) -> CTA (shared memory: each warp's partial, one
+# barrier) -> cluster. Across a cluster every warp pushes its partial into every CTA's buffer with
+# st.async, whose bytes complete that CTA's own transaction-count mbarrier, armed by the CTA for all
+# it will receive; one wait, and the CTA reduces its local copy. No cluster barrier in a reduction and
+# none at the end: a CTA reads no peer's memory, and it cannot exit while a push to it is in flight
+# (it waits for every one). Against the earlier cluster barrier + remote loads, 1.3-1.4x on the
+# softmax forward at 32K-256K columns: benchmarks/results/2026-12-03-h200/cluster_reduce.json.
 
 
-def reduction_buffer(smem, t: Tiling) -> cute.Tensor:
+@dataclass
+class RowReductions:
+    """A kernel's row-reduction buffers, from row_reductions."""
+
+    t: Tiling
+    stages: int
+    bufs: list  # per reduction, fp32: (ROWS, warps, stages); across a cluster (warps x CTAs, stages)
+    mbars: cute.Pointer | None  # across a cluster: one per reduction and stage, reduction-major
+    ready: bool  # across a cluster: row_group_ready was called
+
+
+def row_reductions(smem, t: Tiling, count: int, stages: int = 1) -> RowReductions:
+    """Shared memory for a kernel's `count` row reductions, allocated at its start by every thread.
+    Each reduction has its own buffer (and mbarrier), used once (stages=1), so no barrier is needed
+    after reading it. A kernel that walks tile after tile takes stages=2, step k using copy k % 2: no
+    thread, here or in a peer, reaches step k + 2 before every thread has read step k's copies (step
+    k + 1's reductions wait for all of them), so a copy is only written again once read. Across a
+    cluster, thread 0 initialises the mbarriers and every thread arrives (relaxed) on the cluster
+    barrier, which row_group_ready waits on."""
+    assert stages in (1, 2), stages
     warps = max(t.tpr // 32, 1)
-    return smem.allocate_tensor(cutlass.Float32, cute.make_layout((t.rows, warps), stride=(warps, 1)))
+    if t.cluster == 1:
+        layout = cute.make_layout((t.rows, warps, stages), stride=(warps, 1, t.rows * warps))
+        return RowReductions(t, stages, [smem.allocate_tensor(cutlass.Float32, layout) for _ in range(count)],
+                             None, ready=True)
+    assert t.rows == 1 and t.tpr % 32 == 0 and t.cluster <= 32, t  # one row a CTA, whole warps
+    mbars = smem.allocate_array(cutlass.Int64, count * stages)
+    layout = cute.make_layout((warps * t.cluster, stages))
+    bufs = [smem.allocate_tensor(cutlass.Float32, layout) for _ in range(count)]
+    _init_mbarriers(mbars, count * stages)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive_relaxed()  # the peers must see the mbarriers initialised before pushing
+    return RowReductions(t, stages, bufs, mbars, ready=False)
 
 
 @cute.jit
-def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
-               tpr: cutlass.Constexpr, cluster: cutlass.Constexpr) -> cutlass.Float32:
-    """Reduce one value per thread over the threads (and CTAs) of its row; every thread gets the result.
-    `buf` is this reduction's own shared buffer (ROWS, warps per row): buffers are never reused within
-    a launch, so no barrier is needed after reading them."""
-    val = cute.arch.warp_reduction(val, op, threads_in_group=min(tpr, 32))
-    warps_per_row = cutlass.const_expr(max(tpr // 32, 1))
-    if cutlass.const_expr(warps_per_row > 1 or cluster > 1):
-        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-        row, slot = warp // warps_per_row, warp % warps_per_row
-        if lane == 0:
-            buf[row, slot] = val
-        if cutlass.const_expr(cluster > 1):
-            cute.arch.cluster_arrive()  # release: the partials are visible to the peers after the wait
-            cute.arch.cluster_wait()
-        else:
+def _init_mbarriers(mbars: cute.Pointer, n: cutlass.Constexpr) -> None:
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        for i in cutlass.range_constexpr(n):
+            cute.arch.mbarrier_init(mbars + i, 1)  # one arrival: the CTA's own, arming the bytes
+
+
+def row_group_ready(red: RowReductions) -> None:
+    """Call once, from every thread, before the first row_reduce and after the first loads are issued
+    (the wait overlaps them): across a cluster, waits until every CTA's mbarriers are initialised."""
+    if red.t.cluster > 1:
+        cute.arch.cluster_wait()
+    red.ready = True
+
+
+def _reduction_at(red: RowReductions, which: int, step):
+    """(buffer, copy, mbarrier, phase) of reduction `which` at `step`: copy step % stages; the k-th
+    use of an mbarrier waits for its k-th phase, of parity k % 2."""
+    if not red.ready:
+        raise RuntimeError("row_group_ready must come before the first reduction across a cluster")
+    if red.stages == 1 and not (isinstance(step, int) and step == 0):
+        raise ValueError("a kernel that reduces tile after tile needs row_reductions(..., stages=2)")
+    stage, phase = (0, 0) if red.stages == 1 else (step & 1, (step >> 1) & 1)
+    mbar = None if red.mbars is None else red.mbars + (which * red.stages + stage)
+    return red.bufs[which], stage, mbar, phase
+
+
+@cute.jit
+def row_reduce(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, red: RowReductions,
+               which: cutlass.Constexpr, step=0) -> cutlass.Float32:
+    """Reduce one value per thread over the threads (and CTAs) of its row with reduction `which` of
+    `red`; every thread gets the result. `step`: in a kernel that walks tiles, the loop's iteration
+    (0, 1, 2, ..., not the tile's index)."""
+    t = red.t
+    buf, stage, mbar, phase = _reduction_at(red, which, step)
+    if cutlass.const_expr(t.cluster == 1):
+        val = cute.arch.warp_reduction(val, op, threads_in_group=min(t.tpr, 32))
+        warps_per_row = cutlass.const_expr(max(t.tpr // 32, 1))
+        if cutlass.const_expr(warps_per_row > 1):
+            lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+            row, slot = warp // warps_per_row, warp % warps_per_row
+            if lane == 0:
+                buf[row, slot, stage] = val
             cute.arch.sync_threads()
-        total = cutlass.const_expr(warps_per_row * cluster)
+            acc = cutlass.Float32(init)
+            for i in cutlass.range_constexpr(-(-warps_per_row // 32)):
+                idx = lane + i * 32
+                if idx < warps_per_row:
+                    acc = op(acc, buf[row, idx, stage])
+            val = cute.arch.warp_reduction(acc, op)
+    else:
+        warps = cutlass.const_expr(t.tpr // 32)
+        total = cutlass.const_expr(warps * t.cluster)
+        lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+        rank = cute.arch.block_idx()[1]  # the CTA's column tile: its rank in the cluster
+        val = cute.arch.warp_reduction(val, op)
+        if warp == 0:
+            if lane == 0:  # arm: this step's bytes, from every warp of every CTA (its own included)
+                cute.arch.mbarrier_arrive_and_expect_tx(mbar, total * 4)
+        if lane < t.cluster:  # lane r pushes the warp's partial into CTA r's slot (this CTA, this warp)
+            store_peer_async(buf.iterator + cute.crd2idx((rank * warps + warp, stage), buf.layout), mbar, lane, val)
+        done = cute.arch.mbarrier_try_wait(mbar, phase)
+        while not done:  # until every push to this CTA has landed
+            done = cute.arch.mbarrier_try_wait(mbar, phase)
         acc = cutlass.Float32(init)
         for i in cutlass.range_constexpr(-(-total // 32)):
             idx = lane + i * 32
             if idx < total:
-                if cutlass.const_expr(cluster > 1):  # the partial of CTA idx // warps_per_row, through DSMEM
-                    ptr = buf.iterator + cute.crd2idx((row, idx % warps_per_row), buf.layout)
-                    acc = op(acc, load_peer(ptr, idx // warps_per_row))
-                else:
-                    acc = op(acc, buf[row, idx])
+                acc = op(acc, buf[idx, stage])
         val = cute.arch.warp_reduction(acc, op)
     return val
 
 
-def load_peer(ptr: cute.Pointer, rank) -> cutlass.Float32:
-    """The fp32 at `ptr` in the shared memory of the cluster's CTA `rank` (mapa + ld.shared::cluster)."""
-    return cute.arch.inline_ptx(
-        "{\n.reg .u32 remote;\nmapa.shared::cluster.u32 remote, {$r0}, {$r1};\n"
-        "ld.shared::cluster.f32 {$w0}, [remote];\n}",
-        write_only_types=[cutlass.Float32], read_only_args=[ptr.toint(), cutlass.Int32(rank)])
+def store_peer_async(dst: cute.Pointer, mbar: cute.Pointer, rank, value: cutlass.Float32) -> None:
+    """st.async `value` to `dst` in the shared memory of the cluster's CTA `rank`, completing 4 bytes of
+    the transaction count of that CTA's mbarrier at the address of `mbar` (mapa for both)."""
+    cute.arch.inline_ptx(
+        "{\n.reg .u32 ra, rb;\nmapa.shared::cluster.u32 ra, {$r0}, {$r2};\n"
+        "mapa.shared::cluster.u32 rb, {$r1}, {$r2};\n"
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], {$r3}, [rb];\n}",
+        read_only_args=[dst.toint(), mbar.toint(), cutlass.Int32(rank), value])
 
 
 def fmax(a, b):
@@ -324,73 +394,17 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------- kernels
 
 
-def _store_peer_async(dst: cute.Pointer, mbar: cute.Pointer, rank, value: cutlass.Float32) -> None:
-    """st.async `value` to `dst` in the shared memory of the cluster's CTA `rank`, completing 4 bytes of
-    the transaction count of that CTA's mbarrier at the address of `mbar`."""
-    cute.arch.inline_ptx(
-        "{\n.reg .u32 ra, rb;\nmapa.shared::cluster.u32 ra, {$r0}, {$r2};\n"
-        "mapa.shared::cluster.u32 rb, {$r1}, {$r2};\n"
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [ra], {$r3}, [rb];\n}",
-        read_only_args=[dst.toint(), mbar.toint(), cutlass.Int32(rank), value])
-
-
-@cute.jit
-def _cluster_reduce_async(val: cutlass.Float32, op: cutlass.Constexpr, init: cutlass.Constexpr, buf: cute.Tensor,
-                          mbar: cute.Pointer, t: cutlass.Constexpr) -> cutlass.Float32:
-    """One row a CTA over a cluster: every warp pushes its partial into every peer's `buf` (warps x
-    cluster slots) with st.async, whose bytes complete the peer's own mbarrier (armed here for all it
-    will receive); one wait, then the local slots are reduced. No cluster barrier: the mbarriers were
-    initialised and made visible before the first push (the kernel's start)."""
-    warps = t.tpr // 32
-    lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-    rank = cute.arch.block_idx()[1]
-    val = cute.arch.warp_reduction(val, op)
-    if warp == 0:
-        if lane == 0:
-            cute.arch.mbarrier_arrive_and_expect_tx(mbar, warps * t.cluster * 4)
-    if lane < t.cluster:
-        _store_peer_async(buf.iterator + cute.crd2idx((warp, rank), buf.layout), mbar, lane, val)
-    cute.arch.mbarrier_wait(mbar, 0)
-    acc = cutlass.Float32(init)
-    for i in cutlass.range_constexpr(-(-(warps * t.cluster) // 32)):
-        idx = lane + i * 32
-        if idx < warps * t.cluster:
-            acc = op(acc, buf[idx % warps, idx // warps])
-    return cute.arch.warp_reduction(acc, op)
-
-
 @cute.kernel
-def _softmax_fwd_kernel(mX: cute.Tensor, mY: cute.Tensor, t: cutlass.Constexpr, ASYNC: cutlass.Constexpr):
+def _softmax_fwd_kernel(mX: cute.Tensor, mY: cute.Tensor, t: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, rank, _ = cute.arch.block_idx()  # rank: this CTA's column tile (its rank in the cluster)
-    smem = cutlass.memory.SmemAllocator()
-    if cutlass.const_expr(ASYNC and t.cluster > 1):
-        warps = t.tpr // 32
-        mbars = smem.allocate_array(cutlass.Int64, 2)
-        bufs = [smem.allocate_tensor(cutlass.Float32, cute.make_layout((warps, t.cluster), stride=(1, warps)))
-                for _ in range(2)]
-        if tidx == 0:
-            cute.arch.mbarrier_init(mbars, 1)
-            cute.arch.mbarrier_init(mbars + 1, 1)
-        cute.arch.mbarrier_init_fence()
-        cute.arch.cluster_arrive_relaxed()  # the peers must see the mbarriers before pushing to them
-        x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)
-        cute.arch.cluster_wait()
-        row_max = _cluster_reduce_async(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, bufs[0],
-                                        mbars, t)
-        e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
-        row_sum = _cluster_reduce_async(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, bufs[1], mbars + 1, t)
-        store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
-    else:
-        max_buf, sum_buf = reduction_buffer(smem, t), reduction_buffer(smem, t)
-        x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)  # padding: never the max, and exp(-inf) = 0
-        row_max = row_reduce(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, max_buf, t.tpr,
-                             t.cluster)
-        e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
-        row_sum = row_reduce(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, sum_buf, t.tpr, t.cluster)
-        store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
-        if cutlass.const_expr(t.cluster > 1):  # stay until every peer has read this CTA's partials
-            sync_row_group(t.cluster)
+    red = row_reductions(cutlass.memory.SmemAllocator(), t, 2)  # 0: the max, 1: the sum
+    x = load_tile(mX, t, tidx, (bidx, rank), -math.inf)  # padding: never the max, and exp(-inf) = 0
+    row_group_ready(red)
+    row_max = row_reduce(x.reduce(cute.ReductionOp.MAX, -math.inf, 0), fmax, -math.inf, red, 0)
+    e = cute.math.exp2((x - row_max) * LOG2_E, fastmath=True)
+    row_sum = row_reduce(e.reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, red, 1)
+    store_tile(mY, t, tidx, (bidx, rank), e * (1.0 / row_sum))
 
 
 @cute.kernel
@@ -398,23 +412,20 @@ def _softmax_bwd_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, t: 
     # dx = y * (dy - sum(y * dy))
     tidx, _, _ = cute.arch.thread_idx()
     bidx, rank, _ = cute.arch.block_idx()
-    smem = cutlass.memory.SmemAllocator()
-    dot_buf = reduction_buffer(smem, t)
+    red = row_reductions(cutlass.memory.SmemAllocator(), t, 1)  # the dot product
     y = load_tile(mY, t, tidx, (bidx, rank), 0.0)
     dy = load_tile(mDY, t, tidx, (bidx, rank), 0.0, y.shape)
-    dot = row_reduce((y * dy).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, dot_buf, t.tpr, t.cluster)
+    row_group_ready(red)
+    dot = row_reduce((y * dy).reduce(cute.ReductionOp.ADD, 0.0, 0), fadd, 0.0, red, 0)
     store_tile(mDX, t, tidx, (bidx, rank), y * (dy - dot))
-    if cutlass.const_expr(t.cluster > 1):
-        sync_row_group(t.cluster)
 
 
 # ------------------------------------------------------------------------------------------ launch
 
 
 @cute.jit
-def _softmax_fwd(mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, t: cutlass.Constexpr,
-                 ASYNC: cutlass.Constexpr):
-    launch_grid(_softmax_fwd_kernel(mX, mY, t, ASYNC), cute.ceil_div(mX.shape[0], t.rows), t, stream)
+def _softmax_fwd(mX: cute.Tensor, mY: cute.Tensor, stream: cuda.CUstream, t: cutlass.Constexpr):
+    launch_grid(_softmax_fwd_kernel(mX, mY, t), cute.ceil_div(mX.shape[0], t.rows), t, stream)
 
 
 @cute.jit
@@ -434,7 +445,7 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     _check(x)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
-        launch(_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_VALUES, ASYNC_CLUSTER_REDUCE)
+        launch(_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_VALUES)
     return y
 
 
