@@ -2,7 +2,7 @@
 
 Implementations (each skipped, with the reason, when it does not import or run):
   triton      kernelagent.kernels.attention.triton.attention
-  cute        kernelagent.kernels.attention.cute.attention (CuTe DSL forward; its backward is Triton)
+  cute        kernelagent.kernels.attention.cute.attention (CuTe DSL forward and backward)
   fa4         FlashAttention-4's CuTe DSL kernels (flash_attn.cute.flash_attn_func, from .carry)
   cudnn       F.scaled_dot_product_attention under SDPBackend.CUDNN_ATTENTION
   sdpa-flash  F.scaled_dot_product_attention under SDPBackend.FLASH_ATTENTION (FA2)
@@ -296,6 +296,7 @@ def card_rows(data: dict, family: str, source: str) -> list[dict]:
     if family != "attention":
         return []
     env, out = data["environment"], []
+    sweep = any((r["b"], r["s"], r["h"], r["d"]) != HEADLINE for r in data["rows"])
     for causal in (False, True):
         for mode in ("fwd", "fwd+bwd"):
             got = {r["impl"]: r for r in data["rows"] if "tflops" in r and r["causal"] == causal
@@ -311,7 +312,7 @@ def card_rows(data: dict, family: str, source: str) -> list[dict]:
                         "peers_tflops": {n: round(r["tflops"], 1) for n, r in got.items() if n not in OURS},
                         "peers_ms": {n: round(r["median_ms"], 4) for n, r in got.items() if n not in OURS},
                         "targets_tflops": {n: TARGETS[n].get(key) for n in OURS},
-                        "method": data["method"], "source": source})
+                        "method": data["method"], "source": source, "sweep": sweep})
     return out
 
 
@@ -336,8 +337,10 @@ def card_markdown(rows: list[dict]) -> str:
     lines += ["", f"{r0['gpu']}, {r0['date']}, torch {r0['torch']}, triton {r0['triton']}, nvidia-cutlass-dsl "
               f"{r0['cutlass_dsl']}; {r0['method']}; FLOPs as FlashAttention counts them (forward 4·B·H·S²·D, "
               "halved when causal; forward+backward 3.5× the forward). Source: "
-              f"`{r0['source']}` (written by `benchmarks/attention_peers.py`, with the sweep over sequence "
-              f"lengths and head dims and its plot `{Path(r0['source']).with_suffix('.png')}`).", END]
+              f"`{r0['source']}` (written by `benchmarks/attention_peers.py`"
+              + (f", with the sweep over sequence lengths and head dims and its plot "
+                 f"`{Path(r0['source']).with_suffix('.png')}`)." if r0.get("sweep", True) else
+                 " with `--quick`: the headline shape only)."), END]
     return "\n".join(lines)
 
 

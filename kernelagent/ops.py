@@ -38,13 +38,13 @@ _TRITON = {"softmax": _softmax_triton, "log_softmax": _log_softmax_triton, "rms_
            "layer_norm": _layer_norm_triton}
 # "auto": the row lengths (padded to a power of two) whose forward+backward ran faster with the CuTe
 # kernels than with Triton in benchmarks/rowwise_peers.py's sweep on the H200
-# (benchmarks/results/2026-12-03-h200/rowwise_peers.json, 2**27 bf16 elements a width); every other
-# length, measured or not, runs Triton. log_softmax, measured at 8192 only, follows softmax (same kernels'
-# structure). The norms' CuTe backward holds x, dy and the weight's gradient in registers: past 16K
-# columns it runs out of them (ptxas spills at 262144).
-AUTO_CUTE = {"softmax": frozenset({1024, 2048, 4096, 8192, 65536}),
-             "log_softmax": frozenset({1024, 2048, 4096, 8192, 65536}),
-             "rms_norm": frozenset({16384}), "layer_norm": frozenset({16384})}
+# (benchmarks/results/2026-12-03-h200/rowwise_peers.json, 2**27 bf16 elements a width; 32K and wider
+# re-measured with the st.async cluster reductions); every other length, measured or not, runs Triton.
+# log_softmax, measured at 8192 only, follows softmax (same kernels' structure). The norms' CuTe backward
+# holds x, dy and the weight's gradient in registers: at 262144 columns ptxas spills.
+AUTO_CUTE = {"softmax": frozenset({1024, 2048, 4096, 8192, 32768, 65536, 262144}),
+             "log_softmax": frozenset({1024, 2048, 4096, 8192, 32768, 65536, 262144}),
+             "rms_norm": frozenset({16384, 32768, 65536}), "layer_norm": frozenset({16384, 32768, 65536})}
 _STATE: dict[str, Any] = {"backend": "triton", "cute": None}
 # name -> (library folder, attribute); the modules live in their folder's package or its triton.py
 _LAZY = {"cross_entropy": ("cross_entropy", "cross_entropy"),

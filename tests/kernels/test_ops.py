@@ -165,9 +165,11 @@ def test_cute_backend_runs_the_same_api():
         ops.set_backend("auto")  # CuTe only for CUDA rows at the lengths of AUTO_CUTE
         assert ops.get_backend() == "auto"
         assert ops._kernels("softmax", x).__name__.endswith("softmax.triton")  # a CPU tensor: never CuTe
-        for family, n, backend in (("softmax", 1000, "cute"), ("softmax", 16384, "triton"), ("softmax", 40000, "cute"),
-                                   ("rms_norm", 8192, "triton"), ("rms_norm", 9000, "cute"),
-                                   ("layer_norm", 262144, "triton")):
+        cases = (("softmax", 1000, "cute"), ("softmax", 16384, "triton"), ("softmax", 40000, "cute"),
+                 ("softmax", 200000, "cute"), ("rms_norm", 8192, "triton"), ("rms_norm", 9000, "cute"),
+                 ("rms_norm", 40000, "cute"), ("rms_norm", 262144, "triton"), ("layer_norm", 20000, "cute"),
+                 ("layer_norm", 262144, "triton"))
+        for family, n, backend in cases:
             probe = type("Probe", (), {"is_cuda": True, "shape": (2, n)})()  # only is_cuda and the width are read
             assert ops._kernels(family, probe).__name__.endswith(f"{family}.{backend}"), (family, n)
         assert torch.allclose(ops.softmax(x), torch.softmax(x, -1))
