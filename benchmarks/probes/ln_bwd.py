@@ -1,11 +1,10 @@
-"""Probe (H200): the Triton LayerNorm backward, the kernels as before ("classic") against the fast
-variant (layer_norm/triton.py BWD_VARIANT: one reduction for both row means, no select on xhat, FMA
-contraction from two columns on, dweight and dbias summed by one launch), the fast one also with its
-tile loop pipelined through shared memory (BWD_STAGES 3..5) and with 32 warps at 8192 columns; each
-checked against torch's layer_norm backward (fp32 reference; torch's own bf16 error beside it), then
-timed by the verifier's method in one run: layer_norm_backward called directly, and at the headline
-shape also through autograd as benchmarks/rowwise_peers.py times it. TB/s counts x and dy read and dx
-written once (the card's bytes). Writes ln_bwd.json to $OUT.
+"""Probe (H200): the Triton LayerNorm backward's pipeline depth (layer_norm/triton.py BWD_STAGES: its tile
+loop through shared memory, 3..5 stages, or 0: the next tile prefetched into registers) and 32 warps at
+8192 columns; each checked against torch's layer_norm backward (fp32 reference; torch's own bf16 error
+beside it), then timed by the verifier's method in one run: layer_norm_backward called directly, and at
+the headline shape also through autograd as benchmarks/rowwise_peers.py times it. TB/s counts x and dy
+read and dx written once (the card's bytes). Writes ln_bwd.json to $OUT. (The results file of
+2026-12-03 also holds the kernel before the rewrite, "classic", timed by this probe at commit 0146d24.)
 
 Run: source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/ln_bwd.py
 """
@@ -31,16 +30,14 @@ HEADLINE = (32768, 8192)
 EPS = 1e-5
 # name -> module settings; BWD_TABLE None keeps the table
 VARIANTS = {
-    "classic": {"BWD_VARIANT": "classic", "BWD_STAGES": 0},
-    "fast": {"BWD_VARIANT": "fast", "BWD_STAGES": 0},
-    "fast_stages3": {"BWD_VARIANT": "fast", "BWD_STAGES": 3},
-    "fast_stages4": {"BWD_VARIANT": "fast", "BWD_STAGES": 4},
-    "fast_stages5": {"BWD_VARIANT": "fast", "BWD_STAGES": 5},
-    "fast_32warps": {"BWD_VARIANT": "fast", "BWD_STAGES": 0,
-                     "BWD_TABLE": ln.BWD_TABLE[:-1] + ((8192, 1, 32, 1),)},
+    "registers": {"BWD_STAGES": 0},
+    "stages3": {"BWD_STAGES": 3},
+    "stages4": {"BWD_STAGES": 4},
+    "stages5": {"BWD_STAGES": 5},
+    "32warps": {"BWD_STAGES": 0, "BWD_TABLE": ln.BWD_TABLE[:-1] + ((8192, 1, 32, 1),)},
 }
-SPLIT_VARIANTS = ("classic", "fast")  # rows past BWD_TABLE take the split backward: no stages, no table entry
-SAVED = {k: getattr(ln, k) for k in ("BWD_VARIANT", "BWD_STAGES", "BWD_TABLE")}
+SPLIT_VARIANTS = ("registers",)  # rows past BWD_TABLE take the split backward: no stages, no table entry
+SAVED = {k: getattr(ln, k) for k in ("BWD_STAGES", "BWD_TABLE")}
 
 
 def _apply(settings: dict) -> None:
@@ -71,7 +68,7 @@ def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
 def _resources() -> list[dict]:
     """Registers, spills and shared memory of the backward kernels compiled so far (best effort)."""
     out = []
-    for fn in (ln._ln_bwd_kernel, ln._ln_bwd_fast_kernel, ln._ln_bwd_split_kernel, ln._ln_bwd_dot_kernel,
+    for fn in (ln._ln_bwd_kernel, ln._ln_bwd_split_kernel, ln._ln_bwd_dot_kernel,
                ln._column_sum_kernel, ln._column_sum_pair_kernel):
         try:
             for caches in fn.device_caches.values():
@@ -106,7 +103,7 @@ def main() -> int:
                 t = measure(calls, warmup_ms=10.0, rep_ms=100.0, min_reps=20)
                 row.update(median_ms=t.median_ms, iqr_ms=t.q3_ms - t.q1_ms, method=t.method,
                            tb_per_s=3 * m * n * 2 / (t.median_ms * 1e-3) / 1e12)
-                if (m, n) == HEADLINE and name in ("classic", "fast"):
+                if (m, n) == HEADLINE and name in ("registers", "stages3"):
                     # as rowwise_peers.py times the backward: autograd through the registered op
                     graphs = []
                     for s in sets:

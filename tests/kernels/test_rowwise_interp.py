@@ -69,9 +69,10 @@ def test_failures_are_reported():
 
 
 @pytest.mark.parametrize(("name", "constexprs"), [
-    ("_ln_bwd_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1}),
-    ("_ln_bwd_fast_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1,
-                             "STAGES": 0}),
+    ("_ln_bwd_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1,
+                        "STAGES": 0}),
+    ("_ln_bwd_kernel", {"n_cols": 1, "x_stride": 1, "dy_stride": 1, "dx_stride": 1, "ROWS": 16, "BLOCK": 1,
+                        "STAGES": 3}),
     ("_ln_bwd_looped_kernel", {"BLOCK": 64})])
 def test_layer_norm_backward_is_compiled_without_fma(name, constexprs):
     # w*dy - mean(w*dy) with w*dy fused into an FMA is the product's rounding error, not 0, at width 1
@@ -93,8 +94,8 @@ def test_layer_norm_backward_is_compiled_without_fma(name, constexprs):
     assert not re.findall(r"\b(?:fma|mad)\.\w+\.f32|\b(?:mul|add|sub)\.f32", ptx)
 
 
-def test_layer_norm_fast_backward_contracts_from_two_columns_only(monkeypatch):
-    # the fast kernel is launched without FMA contraction at one column (the case above), with it from two
+def test_layer_norm_backward_contracts_from_two_columns_only(monkeypatch):
+    # the kernel is launched without FMA contraction at one column (the case above), with it from two
     import torch
 
     from kernelagent.kernels.layer_norm import triton as ln
@@ -108,8 +109,7 @@ def test_layer_norm_fast_backward_contracts_from_two_columns_only(monkeypatch):
         def __getitem__(self, grid):
             return lambda *args, **kwargs: launches.append((self.name, kwargs))
 
-    monkeypatch.setattr(ln, "BWD_VARIANT", "fast")
-    monkeypatch.setattr(ln, "_ln_bwd_fast_kernel", Recorder("fast"))
+    monkeypatch.setattr(ln, "_ln_bwd_kernel", Recorder("fast"))
     monkeypatch.setattr(ln, "_column_sum_pair_kernel", Recorder("sum"))
     for n in (1, 2):
         x = torch.zeros(4, n)

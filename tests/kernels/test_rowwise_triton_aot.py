@@ -69,9 +69,8 @@ def _cases() -> list[tuple[str, object, dict[str, str], dict, int]]:
     bsig = {"x_ptr": P16, "w_ptr": P16, "dy_ptr": P16, "mean_ptr": P32, "rstd_ptr": P32, "dx_ptr": P16,
             "dw_part_ptr": P32, "db_part_ptr": P32, "n_rows": I32, "n_cols": I32, "x_stride": I32, "dy_stride": I32,
             "dx_stride": I32}
-    out.append(("ln bwd 8192", ln._ln_bwd_kernel, bsig, {"ROWS": 1, "BLOCK": 8192, "HAS_W": True, "HAS_B": True}, 16))
     for stages in (0, 3):
-        out.append((f"ln bwd fast 8192 stages {stages}", ln._ln_bwd_fast_kernel, bsig,
+        out.append((f"ln bwd 8192 stages {stages}", ln._ln_bwd_kernel, bsig,
                     {"ROWS": 1, "BLOCK": 8192, "HAS_W": True, "HAS_B": True, "STAGES": stages}, 16))
     out.append(("ln column sum pair", ln._column_sum_pair_kernel,
                 {"part_ptr": P32, "out0_ptr": P16, "out1_ptr": P32, "n_parts": I32, "n_cols": I32}, {"BLOCK": 128}, 4))

@@ -52,23 +52,19 @@ INTERPRETER_PROGRAMS = 3  # backward programs under the interpreter: several, so
 # The backward is compiled without mul + add -> FMA contraction: in w*dy - mean(w*dy) an FMA keeps the
 # product unrounded on one side only, so a row of one column (dx exactly 0) got its rounding error x rstd.
 BWD_OPTIONS = {"enable_fp_fusion": False}
-# Backward variant (read at every launch; benchmarks/probes/ln_bwd.py times them side by side):
-# "fast": rows in registers by _ln_bwd_fast_kernel (both row means in one reduction: 3 barriers a tile,
-# not 6; no select on xhat; mul + add contracted to FMA from two columns on), the split backward
-# contracted likewise, and dweight and dbias summed by one launch. ptxas for sm_90 with the GPU's
-# specialisation (aligned pointers, strides a multiple of 16): at 8192 columns (16 warps) 352
-# instructions a tile against 418, 128 registers, no spills; at 4096 (8 warps) 128 registers against
-# 166, so the table's two programs an SM fit. "classic": the kernels as before, PTX unchanged.
-BWD_VARIANT = "fast"
-# "fast" only: > 0 pipelines its tile loop through shared memory (tl.range num_stages: cp.async into
-# STAGES - 1 buffers of a tile of x and dy, 32 KB each at 8192 bf16 columns) instead of loading the
-# next tile into registers (about two tiles in flight, as STAGES 3); 4 and 5 keep more in flight. Untimed.
+# The backward's rows in registers (_ln_bwd_kernel): both row means from one reduction (3 barriers a
+# tile), no select on xhat (dy is 0 in padded columns), mul + add contracted to FMA from two columns on
+# (FMA_OPTIONS), dweight and dbias summed by one launch; its tile loop pipelined through shared memory,
+# BWD_STAGES deep (cp.async into STAGES - 1 buffers of a tile of x and dy: 32 KB each at 8192 bf16
+# columns). On the H200 at [32768, 8192] bf16 (benchmarks/results/2026-12-03-h200/ln_bwd.json): 4.01 TB/s
+# with 3 stages, 3.97 / 3.95 with 4 / 5, 3.69 with the next tile prefetched into registers instead, 3.60
+# for the kernel before (two reductions, no contraction). ptxas for sm_90: 128 registers, no spills.
 BWD_STAGES = 3
 STAGE_SMEM = 192 * 1024  # shared memory an SM for those buffers at most (fewer stages past it)
 # One column is launched with BWD_OPTIONS: there the row sum of w*dy is the product itself, which
 # contraction would re-fuse unrounded into dx. From two on the row means are quotients, and dx is
 # (w*dy - xhat*c1) - c2: where xhat is 0 (one column) the first difference is w*dy rounded either way.
-FAST_BWD_OPTIONS: dict = {}
+FMA_OPTIONS: dict = {}
 
 
 def pick(table: tuple[tuple[int, ...], ...], n_cols: int) -> tuple[int, ...] | None:
@@ -141,57 +137,6 @@ def _ln_fwd_looped_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols
 
 
 @triton.jit
-def _ln_bwd_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols,
-                   x_stride, dy_stride, dx_stride, ROWS: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
-                   HAS_B: tl.constexpr):
-    # xhat = (x - mean) * rstd;  dx = rstd * (w*dy - mean(w*dy) - xhat * mean(w*dy*xhat))
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK)[None, :]
-    cmask = cols < n_cols
-    if HAS_W:
-        w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
-    dw = tl.zeros([ROWS, BLOCK], tl.float32)
-    db = tl.zeros([ROWS, BLOCK], tl.float32)
-    n_tiles = tl.cdiv(n_rows, ROWS)
-    rows = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # int64: row * stride may pass 2**31
-    mask = (rows < n_rows) & cmask
-    x = tl.load(x_ptr + rows * x_stride + cols, mask=mask, other=0.0)
-    dy = tl.load(dy_ptr + rows * dy_stride + cols, mask=mask, other=0.0)
-    mean = tl.load(mean_ptr + rows, mask=rows < n_rows, other=0.0)
-    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
-    for _tile in range(pid, n_tiles, programs):
-        # load the next tile (and its statistics) while this one is reduced (latency-bound otherwise)
-        next_rows = rows + programs.to(tl.int64) * ROWS
-        next_mask = (next_rows < n_rows) & cmask
-        x_next = tl.load(x_ptr + next_rows * x_stride + cols, mask=next_mask, other=0.0)
-        dy_next = tl.load(dy_ptr + next_rows * dy_stride + cols, mask=next_mask, other=0.0)
-        mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-        rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-        xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
-        dyf = dy.to(tl.float32)
-        wdy = dyf * w if HAS_W else dyf
-        c1 = tl.sum(wdy * xhat, axis=1)[:, None] / n_cols
-        c2 = tl.sum(wdy, axis=1)[:, None] / n_cols
-        dx = (wdy - c2 - xhat * c1) * rstd
-        tl.store(dx_ptr + rows * dx_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-        if HAS_W:
-            dw += dyf * xhat
-        if HAS_B:
-            db += dyf
-        rows = next_rows
-        mask = next_mask
-        x = x_next
-        dy = dy_next
-        mean = mean_next
-        rstd = rstd_next
-    if HAS_W:
-        tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0)[None, :], mask=cmask)
-    if HAS_B:
-        tl.store(db_part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(db, axis=0)[None, :], mask=cmask)
-
-
-@triton.jit
 def _add_pair(a1, a2, b1, b2):
     return a1 + b1, a2 + b2
 
@@ -209,10 +154,11 @@ def _ln_bwd_tile(x, dy, w, mean, rstd, n_cols, HAS_W: tl.constexpr):
 
 
 @triton.jit
-def _ln_bwd_fast_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols,
+def _ln_bwd_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols,
                         x_stride, dy_stride, dx_stride, ROWS: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
                         HAS_B: tl.constexpr, STAGES: tl.constexpr):
-    # _ln_bwd_kernel with _ln_bwd_tile's arithmetic; STAGES > 0: tiles pipelined by Triton, not by hand
+    # program pid: tiles pid, pid + programs, ...; dx per tile, its dw / db shares summed in registers;
+    # STAGES > 0: the tiles pipelined through shared memory by Triton, else the next one prefetched
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK)[None, :]
@@ -324,8 +270,9 @@ def _ln_bwd_looped_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_p
 
 @triton.jit
 def _ln_bwd_dot_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_ptr, n_cols, n_segs, seg_cols,
-                       x_stride, dy_stride, BLOCK: tl.constexpr, HAS_W: tl.constexpr, FAST: tl.constexpr = False):
+                       x_stride, dy_stride, BLOCK: tl.constexpr, HAS_W: tl.constexpr):
     # dot[row, seg] = sum(w*dy*xhat), dsum[row, seg] = sum(w*dy) over columns [seg, seg + 1) * seg_cols
+    # (no select on xhat: dy is 0 in the padded columns, so theirs adds nothing)
     row = tl.program_id(0).to(tl.int64)
     seg = tl.program_id(1)
     cols = tl.arange(0, BLOCK)
@@ -336,8 +283,6 @@ def _ln_bwd_dot_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_p
     for start in range(seg * seg_cols, tl.minimum(seg * seg_cols + seg_cols, n_cols), BLOCK):
         mask = start + cols < n_cols
         xhat = (tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
-        if not FAST:  # FAST: dy is 0 in the padded columns, so their xhat adds nothing
-            xhat = tl.where(mask, xhat, 0.0)
         wdy = tl.load(dy_ptr + row * dy_stride + start + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_W:
             wdy = wdy * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
@@ -351,7 +296,7 @@ def _ln_bwd_dot_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_p
 def _ln_bwd_split_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum_ptr, dx_ptr, dw_part_ptr,
                          db_part_ptr, n_rows, n_cols, n_segs, group_rows, x_stride, dy_stride, dx_stride,
                          ROWS: tl.constexpr, BLOCK: tl.constexpr, SEGS: tl.constexpr, HAS_W: tl.constexpr,
-                         HAS_B: tl.constexpr, FAST: tl.constexpr = False):
+                         HAS_B: tl.constexpr):
     # program (column block, row group): dx of its [group_rows, BLOCK] strip, ROWS rows a step, with
     # the row means of w*dy*xhat and w*dy from the segment sums; its dw and db shares stay in registers
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[None, :]
@@ -384,15 +329,12 @@ def _ln_bwd_split_kernel(x_ptr, w_ptr, dy_ptr, mean_ptr, rstd_ptr, dot_ptr, dsum
         dsums_next = tl.load(dsum_ptr + next_rows * n_segs + segs, mask=next_smask, other=0.0)
         mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < end, other=0.0)
         rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < end, other=0.0)
-        if FAST:  # as _ln_bwd_tile: no select, w*dy - xhat*c1 first
-            xhat = (x.to(tl.float32) - mean) * rstd
-        else:
-            xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+        xhat = (x.to(tl.float32) - mean) * rstd  # as _ln_bwd_tile: no select, w*dy - xhat*c1 first
         dyf = dy.to(tl.float32)
         wdy = dyf * w if HAS_W else dyf
         c1 = tl.sum(dots, axis=1)[:, None] / n_cols
         c2 = tl.sum(dsums, axis=1)[:, None] / n_cols
-        dx = (wdy - xhat * c1 - c2) * rstd if FAST else (wdy - c2 - xhat * c1) * rstd
+        dx = (wdy - xhat * c1 - c2) * rstd
         tl.store(dx_ptr + rows * dx_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if HAS_W:
             dw += dyf * xhat
@@ -498,8 +440,8 @@ def column_sum(part: torch.Tensor, out: torch.Tensor) -> None:
 
 def _shares(n_parts: int, n_cols: int, has_w: bool, has_b: bool, device: torch.device):
     """(dw shares, db shares, both): fp32 [n_parts, n_cols] arrays, (1,) where there is no weight or
-    bias; for the fast backward with both, views of one [2, n_parts, n_cols] array (`both`), else None."""
-    if BWD_VARIANT == "fast" and has_w and has_b:
+    bias; with both, views of one [2, n_parts, n_cols] array (`both`), else None."""
+    if has_w and has_b:
         both = torch.empty((2, n_parts, n_cols), dtype=torch.float32, device=device)
         return both[0], both[1], both
     dw_part = torch.empty((n_parts, n_cols) if has_w else (1,), dtype=torch.float32, device=device)
@@ -536,11 +478,9 @@ def launch_bwd_split(x, w, dy, mean, rstd, dx, dw, db) -> None:
     seg, n_segs = split_segments(n_cols)
     sums = torch.empty((2, n_rows, n_segs), dtype=torch.float32, device=x.device)
     w_t = w if has_w else x
-    fast = BWD_VARIANT == "fast"
-    options = FAST_BWD_OPTIONS if fast else BWD_OPTIONS  # contraction is safe this wide (see FAST_BWD_OPTIONS)
     _ln_bwd_dot_kernel[(n_rows, n_segs)](x, w_t, dy, mean, rstd, sums[0], sums[1], n_cols, n_segs, seg, x.stride(0),
                                          dy.stride(0), BLOCK=min(DOT_BWD[0], triton.next_power_of_2(n_cols)),
-                                         HAS_W=has_w, FAST=fast, num_warps=DOT_BWD[1], **options)
+                                         HAS_W=has_w, num_warps=DOT_BWD[1], **FMA_OPTIONS)
     col_blocks = triton.cdiv(n_cols, block)
     groups = _programs(x, per_sm, triton.cdiv(n_rows, rows) * col_blocks)
     groups = max(1, min(triton.cdiv(n_rows, rows), triton.cdiv(groups, col_blocks)))
@@ -550,7 +490,7 @@ def launch_bwd_split(x, w, dy, mean, rstd, dx, dw, db) -> None:
     _ln_bwd_split_kernel[(col_blocks, groups)](x, w_t, dy, mean, rstd, sums[0], sums[1], dx, dw_part, db_part, n_rows,
                                                n_cols, n_segs, group_rows, x.stride(0), dy.stride(0), dx.stride(0),
                                                ROWS=rows, BLOCK=block, SEGS=triton.next_power_of_2(n_segs),
-                                               HAS_W=has_w, HAS_B=has_b, FAST=fast, num_warps=warps, **options)
+                                               HAS_W=has_w, HAS_B=has_b, num_warps=warps, **FMA_OPTIONS)
     _sum_shares(dw_part, db_part, both, dw, db)
 
 
@@ -576,13 +516,10 @@ def launch_bwd(x, w, dy, mean, rstd, dx, dw, db) -> None:
     dw_part, db_part, both = _shares(programs, n_cols, has_w, has_b, x.device)
     args = (x, w if has_w else x, dy, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, x.stride(0), dy.stride(0),
             dx.stride(0))
-    if cfg is not None and BWD_VARIANT == "fast":
+    if cfg is not None:
         stages = _stages(rows * block * (x.element_size() + dy.element_size()), per_sm)
-        _ln_bwd_fast_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, STAGES=stages,
-                                         num_warps=warps, **(BWD_OPTIONS if n_cols == 1 else FAST_BWD_OPTIONS))
-    elif cfg is not None:
-        _ln_bwd_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps,
-                                    **BWD_OPTIONS)
+        _ln_bwd_kernel[(programs,)](*args, ROWS=rows, BLOCK=block, HAS_W=has_w, HAS_B=has_b, STAGES=stages,
+                                    num_warps=warps, **(BWD_OPTIONS if n_cols == 1 else FMA_OPTIONS))
     else:
         _ln_bwd_looped_kernel[(programs,)](*args, BLOCK=block, HAS_W=has_w, HAS_B=has_b, num_warps=warps,
                                            **BWD_OPTIONS)
