@@ -726,6 +726,14 @@ def _transpose_view(t):
     return cute.composition(t, cute.make_ordered_layout(shape, order=order))
 
 
+def _aligned(t):
+    """The same tensor with every stride but the last known to be a multiple of 16 bytes (the host
+    checks it): TMA descriptors and vector accesses need the fact at compile time."""
+    div = 128 // t.element_type.width
+    strides = tuple(s if isinstance(s, int) else cute.assume(s, divby=div) for s in t.stride[:-1])
+    return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
+
+
 def _acc_mn(acc):
     """View an sm90 accumulator ((2, 2, V), M, N) as (rows, cols) = ((2, M), (2, V, N))."""
     lay = cute.make_layout(acc.layout.shape)
@@ -796,7 +804,7 @@ class FlashFwdSm90:
                  mM2: cute.Tensor, mL2: cute.Tensor, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
                  win_left: Int32, win_right: Int32, stream: cuda.CUstream):
         # (B, S, H, D) -> (S, D, H, B); lse and the two statistics (B, H, S) -> (S, H, B)
-        mQ, mK, mV, mO = [cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+        mQ, mK, mV, mO = [cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
                           for t in (mQ, mK, mV, mO)]
         mLSE, mM2, mL2 = [cute.make_tensor(t.iterator, cute.select(t.layout, mode=[2, 1, 0])) for t in (mLSE, mM2, mL2)]
         tiled_mma_qk = sm90_utils.make_trivial_tiled_mma(
@@ -828,13 +836,6 @@ class FlashFwdSm90:
         self.kernel(tQ, tK, tV, mO, (mLSE, mM2, mL2), tma_q, tma_k, tma_v, scale_log2, cap_scale, cap_log2, win_left,
                     win_right, sQ_layout, sK_layout, sV_layout, tiled_mma_qk, tiled_mma_pv, SharedStorage).launch(
             grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
-
-    def _aligned(self, t):
-        """The same tensor with every stride but the last known to be a multiple of 16 bytes (the
-        host checks it): TMA descriptors and vector accesses need the fact at compile time."""
-        div = 128 // t.element_type.width
-        strides = tuple(s if isinstance(s, int) else cute.assume(s, divby=div) for s in t.stride[:-1])
-        return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
 
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mStats: tuple,
@@ -1213,9 +1214,9 @@ class FlashBwdDkDvSm90:
                  cap_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
         # (B, S, H, D) -> (S, D, H, B); the statistics table (B, H, 4, S_pad) -> (S_pad, 4, H, B)
         mQ, mK, mV, mDO, mDK, mDV = [
-            cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+            cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
             for t in (mQ, mK, mV, mDO, mDK, mDV)]
-        mTab = cute.make_tensor(mTab.iterator, cute.select(self._aligned(mTab).layout, mode=[3, 2, 1, 0]))
+        mTab = cute.make_tensor(mTab.iterator, cute.select(_aligned(mTab).layout, mode=[3, 2, 1, 0]))
         tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
             atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
@@ -1252,12 +1253,6 @@ class FlashBwdDkDvSm90:
                     cap_scale, cap_log2, win_left, win_right, mQ.shape[0], mQ.shape[2], sK_layout, sQ_layout,
                     sT_layout, tiled_mma_sdp, tiled_mma_dkv, SharedStorage).launch(
             grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
-
-    def _aligned(self, t):
-        """As FlashFwdSm90._aligned: every stride but the last a known multiple of 16 bytes."""
-        div = 128 // t.element_type.width
-        strides = tuple(s if isinstance(s, int) else cute.assume(s, divby=div) for s in t.stride[:-1])
-        return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
 
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
@@ -1530,7 +1525,7 @@ class FlashBwdDqSm90(FlashFwdSm90):
                  mTab: cute.Tensor, sm_scale: Float32, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
                  win_left: Int32, win_right: Int32, stream: cuda.CUstream):
         mQ, mK, mV, mDO, mDQ = [
-            cute.make_tensor(t.iterator, cute.select(self._aligned(t).layout, mode=[1, 3, 2, 0]))
+            cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
             for t in (mQ, mK, mV, mDO, mDQ)]
         mTab = cute.make_tensor(mTab.iterator, cute.select(mTab.layout, mode=[3, 2, 1, 0]))
         tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
