@@ -64,9 +64,19 @@ def _fail(what: str, path: str, line: int | None, text: str) -> ProblemError:
     return ProblemError(f"{what} file {_where(path, line)}: {text}", path=path, line=line)
 
 
+def exception_str(exc: BaseException) -> str:
+    """str(exc), or '' where that fails: an exception from a candidate or a problem file may bring a
+    `__str__` that recurses or raises, and rendering it must not become the caller's own error."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - RecursionError included: whatever its __str__ does
+        return ""
+    return text if type(text) is str else ""
+
+
 def _exc_text(exc: BaseException) -> str:
     """`Type: message` on one line, trimmed, so a message never carries a traceback or a blank line."""
-    detail = " ".join(str(exc).split())
+    detail = " ".join(exception_str(exc).split())
     if len(detail) > _MAX_DETAIL:
         detail = detail[: _MAX_DETAIL - 3] + "..."
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__

@@ -184,6 +184,10 @@ BANNED: dict[str, str] = {
         "ctypes", "_ctypes", "cffi", "mmap", "torch.utils.cpp_extension", "torch.ops.load_library",
         "torch.classes.load_library", "numpy.ctypeslib", "torch.cuda.jiterator", "numpy.testing.extbuild",
         "numpy.testing._private.extbuild",
+        # NumPy views at any address: as_strided over an array of its own with strides reaching a tensor's
+        # data_ptr() read and wrote the tensors with no tensor handed to NumPy (red team, 2026-12-03)
+        "numpy.lib.stride_tricks", "numpy.lib._stride_tricks_impl", "numpy.lib.array_utils",
+        "numpy.lib._array_utils_impl", "numpy.byte_bounds", "numpy.lib.utils",
     )},
     # code given as strings (Python or C++), compiled and run by the library
     **{m: "eval_exec" for m in ("torch.utils.benchmark", "numpy.testing.rundocs")},

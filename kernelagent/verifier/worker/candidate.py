@@ -545,7 +545,10 @@ def _aliases(outputs: list[Any], inputs: list[Any]) -> bool:
 def _load_category(e: ProblemError) -> tuple[str, str]:
     cause = e.__cause__
     if cause is not None:
-        category, message = classify_exception(cause, str(e.path or ""))
+        try:
+            category, message = classify_exception(cause, str(e.path or ""))
+        except Exception:  # noqa: BLE001 - the file's exception could not be rendered: a load error all the same
+            category, message = "load_error", ""
         if category == "compile_error":
             return category, message
     return "load_error", str(e)
@@ -565,6 +568,14 @@ def _adds(ops: Any) -> int:
 
 
 def _failure(e: BaseException, candidate_path: str, what: str) -> CandidateFailure:
-    category, message = classify_exception(e, candidate_path)
-    detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-6000:]
+    """The candidate's exception as its failure. Rendering it runs the candidate's code (`__str__`, the
+    DSL's error hooks): whatever that does, the failure stays the candidate's, never the verifier's."""
+    try:
+        category, message = classify_exception(e, candidate_path)
+    except Exception:  # noqa: BLE001 - RecursionError included
+        category, message = "runtime_error", "an exception whose message could not be rendered"
+    try:
+        detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-6000:]
+    except Exception:  # noqa: BLE001
+        detail = ""
     return CandidateFailure(category, f"{what}: {message}", detail)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import traceback
 
+from kernelagent.problem import exception_str
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MAX_CHARS = 2000
 
@@ -58,7 +60,7 @@ def classify_exception(exc: BaseException, candidate_path: str = "") -> tuple[st
         names = _names(e)
         if any(n in _TRITON_COMPILE for n in names):
             return "compile_error", _message(e, candidate_path)
-    text = str(exc)
+    text = exception_str(exc)
     if isinstance(exc, MemoryError) or "out of memory" in text.lower():
         return "runtime_error", "out of memory: " + _first_line(text)
     if "illegal memory access" in text or "misaligned address" in text or "CUDA error" in text:
@@ -73,7 +75,7 @@ def _first_line(text: str) -> str:
 
 def _message(exc: BaseException, candidate_path: str) -> str:
     where = candidate_location(exc, candidate_path)
-    body = strip_ansi(str(exc)).strip()
+    body = strip_ansi(exception_str(exc)).strip()
     if len(body) > MAX_CHARS:
         body = body[:MAX_CHARS] + " ..."
     head = f"{type(exc).__name__}: {body}" if body else type(exc).__name__
