@@ -214,8 +214,9 @@ class Verifier:
                    f"{names[cspec.backend]}")
             return self._reject(base, [Stage("load", "failed", 0.0, msg)], "policy_violation", msg, t0)
         stages.append(Stage("load", "passed", round(time.perf_counter() - t0, 4)))
+        t_policy = time.perf_counter()
         policy = check_policy(cspec.source, str(candidate))
-        pstage = Stage("policy", "passed" if policy.ok else "failed", 0.0,
+        pstage = Stage("policy", "passed" if policy.ok else "failed", round(time.perf_counter() - t_policy, 4),
                        details={"findings": [f.__dict__ for f in policy.findings]})
         if not self.options.static_policy:
             pstage.status, pstage.message = "skipped", "static policy disabled (sandbox test mode)"

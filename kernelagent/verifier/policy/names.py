@@ -58,6 +58,10 @@ class Resolver(StringFolding):
         self._memo: dict[int, frozenset[Val]] = {}
         self._busy: set[int] = set()
         self._fold_busy: set[int] = set()
+        self._fold_memo: dict[tuple[int, int], str | None] = {}
+        self._fold_work = 0
+        self._fold_cuts = 0
+        self.fold_exhausted = False
         self.params: dict[ParamKey, frozenset[Val]] = {}
         self._recorded: set[tuple[int, int, str]] = set()
         self.settle()
@@ -65,12 +69,14 @@ class Resolver(StringFolding):
     def reset(self) -> None:
         """Forget memoised answers (after new facts were recorded)."""
         self._memo.clear()
+        self._fold_memo.clear()
         self.solver.clear()
 
     @property
     def too_deep(self) -> bool:
-        """Some name went through more assignments than are followed; its meaning is unknown."""
-        return self.solver.too_deep
+        """Some name went through more assignments than are followed, or folding names to strings ran out
+        of its work budget; what they mean is unknown."""
+        return self.solver.too_deep or self.fold_exhausted
 
     def settle(self) -> None:
         """Record what flows into attributes, containers and parameters, until nothing new is learnt."""

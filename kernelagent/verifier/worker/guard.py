@@ -317,6 +317,27 @@ def install_thread_guard(state: GuardState) -> None:
     threading._start_new_thread = start_new_thread
 
 
+def install_exec_guard() -> None:
+    """Send `_posixsubprocess.fork_exec` through the audit hook's exec check: it forks and runs a program
+    with no audit event of its own (subprocess raises one before calling it; a direct call raised none, so
+    any program on the system ran; red team, 2026-12-03, with the static policy off, which refuses the
+    import). A tripwire like the thread guard: Landlock still grants execute on the system's folders."""
+    try:
+        import _posixsubprocess
+    except ImportError:
+        return
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(args, executable_list, *rest, **kwargs):  # noqa: ANN001, ANN202 - same signature as the C one
+        # (args, executable_list, close_fds, pass_fds, cwd, env, ...) in Python 3.11 and 3.12
+        exe = executable_list[0] if executable_list else (args[0] if args else None)
+        cwd, env = (rest[2] if len(rest) > 2 else None), (rest[3] if len(rest) > 3 else None)
+        sys.audit("subprocess.Popen", exe, args, cwd, env)
+        return original(args, executable_list, *rest, **kwargs)
+
+    _posixsubprocess.fork_exec = fork_exec
+
+
 # Objects whose public attributes must keep their identity while a candidate runs.
 def _watched_namespaces() -> dict[str, object]:
     import time

@@ -168,6 +168,7 @@ def main() -> None:
     if settings.tripwires:  # Python-level tripwires; only tests of the OS walls alone turn them off
         guard.install_audit_hook(state)
         guard.install_thread_guard(state)
+        guard.install_exec_guard()
     # the OS walls: before the imports where nothing needs more (no thread exists yet), else after CUDA's
     # set-up; always before the request is read and any candidate code exists
     walls = confine.enter(workdir, settings) if confine.restrict_early(mode) else None
