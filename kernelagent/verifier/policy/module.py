@@ -15,6 +15,7 @@ from kernelagent.verifier.policy.tables import (
     ALLOWED_IMPORT_ROOTS,
     ATTR_RULES,
     BANNED,
+    BUFFER_PROTOCOL,
     CUSTREAM_TYPES,
     FILE_GLOBALS,
     INTROSPECTION_ATTRS,
@@ -366,6 +367,8 @@ class ModuleChecker:
         if node.id in INTROSPECTION_GLOBALS:
             self.report.add("introspection", node, f"`{node.id}` exposes the module's loader or the interpreter's "
                                                    "built-in namespace")
+        if node.id in BUFFER_PROTOCOL:
+            self._buffer_protocol(node, node.id)
         if isinstance(node.ctx, ast.Load):
             self._check_chain(node, scope)
             self._check_getter_value(node, scope)
@@ -417,6 +420,17 @@ class ModuleChecker:
             self.report.add("tensor_subclass", node, f"`{node.name}` intercepts PyTorch calls")
         if node.name == "__del__":
             self.report.add("introspection", node, "`__del__` runs code when objects are garbage collected")
+        if node.name in BUFFER_PROTOCOL:
+            self._buffer_protocol(node, node.name)
+
+    def _on_Constant(self, node: ast.Constant, scope: Scope) -> None:
+        if isinstance(node.value, str) and node.value in BUFFER_PROTOCOL:
+            self._buffer_protocol(node, node.value)
+
+    def _buffer_protocol(self, node: ast.AST, name: str) -> None:
+        self.report.add("torch_compute", node, f"`{name}` offers memory to NumPy or PyTorch through a buffer "
+                                               "protocol: at any address, a tensor's included, computing there on "
+                                               "the host")
 
     _on_AsyncFunctionDef = _on_FunctionDef
 

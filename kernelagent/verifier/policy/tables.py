@@ -360,8 +360,15 @@ MODULE_LIKE_ATTRS = frozenset({
 # Global names of a module that give its loader, spec or the interpreter's namespace.
 INTROSPECTION_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__"})
 # Attribute names that do one thing whatever they are read from: rule for each.
+# NumPy's and DLPack's buffer protocols: an object of the candidate's own that offers one hands NumPy (or
+# torch) any memory it names, a tensor's data_ptr() included (red team, 2026-12-03: softmax computed in NumPy
+# through a class with __array_interface__ set to the input's address, accepted on 11 trials). Refused
+# wherever the name appears: defined, assigned, read, or as a string.
+BUFFER_PROTOCOL = frozenset({"__array_interface__", "__array_struct__", "__array__", "__cuda_array_interface__",
+                             "__dlpack__", "__buffer__"})
 ATTR_RULES: dict[str, str] = {
     "load_library": "ctypes",
+    **{n: "torch_compute" for n in BUFFER_PROTOCOL},
     "__annotations__": "eval_exec",  # its keys become source text in the code dataclasses generates and runs
     # a stream asked whether it is being captured (torch.Stream.is_capturing, newer torch): see STREAM_CALLS
     "is_capturing": "stream_creation", "is_current_stream_capturing": "stream_creation",

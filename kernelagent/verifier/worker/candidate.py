@@ -269,8 +269,13 @@ class CandidateRunner:
             raw = torch.autograd.grad(outs, diff + [p for _, p in named], (grad_outputs or [])[:len(outs)],
                                       allow_unused=True)
         # how many sums the autograd engine may have done: one a leaf at most, and only in the backward (an add
-        # dispatched by forward is the candidate's, whatever the count)
-        self._grad_leaves = min(len(diff) + len(named), _adds(rec.ops) - forward_adds)
+        # dispatched by forward is the candidate's, whatever the count); leaves that received a gradient and
+        # that the reference differentiates too (parameters of its own, unused or named otherwise, bought a
+        # candidate room for the engine to sum a weight's gradient over rows: red team, 2026-12-03)
+        ref_params = set(self.meta.get("param_names") or ())
+        got = [g is not None for g in raw[:len(diff)]]
+        got += [g is not None and n in ref_params for (n, _), g in zip(named, raw[len(diff):], strict=True)]
+        self._grad_leaves = min(sum(got), _adds(rec.ops) - forward_adds)
         return grads_dict(raw, diff, named), leaves, structure
 
     def sync(self) -> None:
