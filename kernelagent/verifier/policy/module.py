@@ -249,6 +249,29 @@ class ModuleChecker:
                 what = f"the namespace of {owner}" if owner else "the namespace of an object it did not create"
                 self.report.add("introspection", node, f"`{short(node)}` reads {what} as a dict",
                                 "violation" if owner else "suspect")
+            elif self._namespace_write(node, scope):
+                self.report.add("dynamic_attr", node, f"`{short(node)}` sets attributes through the namespace dict "
+                                                      "with names the checks cannot read", "suspect")
+
+    def _namespace_write(self, node: ast.AST, scope: Scope) -> bool:
+        """`obj.__dict__` written with keys that do not fold to strings (`[k] = v`, `.update(d)`,
+        `.setdefault(k, v)`, `|=`): attributes set so escape every check of attribute names."""
+        parent = self.info.parents.get(node)
+        if isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load):
+            return self.r.fold(parent.slice, scope) is None
+        if isinstance(parent, ast.AugAssign) and parent.target is node:
+            return True
+        call = self.info.parents.get(parent) if isinstance(parent, ast.Attribute) else None
+        if not (isinstance(call, ast.Call) and call.func is parent and parent.attr in ("update", "setdefault",
+                                                                                       "__setitem__", "__ior__")):
+            return False
+        keys = [call.args[0]] if parent.attr in ("setdefault", "__setitem__") and call.args else []
+        for arg in call.args if parent.attr in ("update", "__ior__") else []:
+            if not isinstance(arg, ast.Dict) or None in arg.keys:
+                return True
+            keys += arg.keys
+        return bool(call.keywords and any(k.arg is None for k in call.keywords)) or any(
+            self.r.fold(k, scope) is None for k in keys)
 
     def _check_format(self, node: ast.AST, base: ast.expr, scope: Scope) -> None:
         """`"{0.environ}".format(os)` reads attributes in C, where no name shows (red-team review 4): the
@@ -424,8 +447,20 @@ class ModuleChecker:
             self._buffer_protocol(node, node.name)
 
     def _on_Constant(self, node: ast.Constant, scope: Scope) -> None:
-        if isinstance(node.value, str) and node.value in BUFFER_PROTOCOL:
-            self._buffer_protocol(node, node.value)
+        self._check_folded(node, scope)
+
+    def _on_BinOp(self, node: ast.BinOp, scope: Scope) -> None:
+        self._check_folded(node, scope)
+
+    def _on_JoinedStr(self, node: ast.JoinedStr, scope: Scope) -> None:
+        self._check_folded(node, scope)
+
+    def _check_folded(self, node: ast.expr, scope: Scope) -> None:
+        """A string, however it is built from constants (`"__array_" + "interface__"`), that names a buffer
+        protocol: it can only be meant for setattr, a class's dict or a namespace dict."""
+        name = node.value if isinstance(node, ast.Constant) else self.r.fold(node, scope)
+        if isinstance(name, str) and name in BUFFER_PROTOCOL:
+            self._buffer_protocol(node, name)
 
     def _buffer_protocol(self, node: ast.AST, name: str) -> None:
         self.report.add("torch_compute", node, f"`{name}` offers memory to NumPy or PyTorch through a buffer "
@@ -555,6 +590,7 @@ class ModuleChecker:
         if access is not None:
             self._check_attr_name(access[1], node, access[0], scope)
             self._check_chain(node, scope, " (name built from strings)" if access[2] else "")
+        self._check_folded(node, scope)  # "".join(...), "...".format(...), chr(...)
         funcs = set(self._refs(node.func, scope))
         self._check_getter_names(node, funcs, scope)
         self._check_dynamic_attr(node, funcs, scope)
