@@ -710,6 +710,18 @@ def attention_cpu_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, scale, softc
 
 WG = 128  # threads of a warpgroup
 SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
+# math warpgroups -> (registers a math thread, a producer thread) after setmaxnreg (FA3's split: the
+# producer keeps few)
+REGS = {1: (256, 56), 2: (240, 24), 3: (160, 32)}
+
+
+def _tma_pipe(barriers, stages: int, tx_count: int, math_wgs: int):
+    """An mbarrier ring one producer thread fills by TMA (`tx_count` bytes a stage) and every math warp
+    releases (one arrive each)."""
+    return pipeline.PipelineTmaAsync.create(
+        barrier_storage=barriers.data_ptr(), num_stages=stages, tx_count=tx_count, defer_sync=True,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, math_wgs * 4))
 
 
 def _smem_layout(dtype, rows: int, cols: int, stages: int | None):
@@ -796,8 +808,7 @@ class FlashFwdSm90:
         self.overlap = overlap
         self.pingpong = overlap and self.num_wg == 2
         self.threads = WG * (self.num_wg + 1)  # + the producer warpgroup
-        # registers per thread after setmaxnreg (FA3's split: the producer keeps few)
-        self.mma_regs, self.load_regs = {1: (256, 56), 2: (240, 24), 3: (160, 32)}[self.num_wg]
+        self.mma_regs, self.load_regs = REGS[self.num_wg]
 
     @cute.jit
     def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
@@ -852,17 +863,9 @@ class FlashFwdSm90:
                 cpasync.prefetch_descriptor(atom)
         smem = cutlass.utils.SmemAllocator()
         storage = smem.allocate(SharedStorage)
-        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
-        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)  # one arrive per math warp
-        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=1,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.q_bytes, defer_sync=True)
-        pipe_k = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_k.data_ptr(), num_stages=self.stages,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.kv_bytes, defer_sync=True)
-        pipe_v = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_v.data_ptr(), num_stages=self.stages,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipe_q = _tma_pipe(storage.mbar_q, 1, self.q_bytes, self.num_wg)
+        pipe_k = _tma_pipe(storage.mbar_k, self.stages, self.kv_bytes, self.num_wg)
+        pipe_v = _tma_pipe(storage.mbar_v, self.stages, self.kv_bytes, self.num_wg)
         pipeline.pipeline_init_arrive(is_relaxed=True)
         sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
@@ -1206,7 +1209,7 @@ class FlashBwdDkDvSm90:
         self.has_left, self.has_right, self.softcap = has_left, has_right, softcap
         self.num_wg = tile_n // 64  # math warpgroups, 64 keys each
         self.threads = WG * (self.num_wg + 1)
-        self.mma_regs, self.load_regs = {1: (256, 56), 2: (240, 24)}[self.num_wg]
+        self.mma_regs, self.load_regs = REGS[self.num_wg]
 
     @cute.jit
     def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
@@ -1269,17 +1272,9 @@ class FlashBwdDkDvSm90:
                 cpasync.prefetch_descriptor(atom)
         smem = cutlass.utils.SmemAllocator()
         storage = smem.allocate(SharedStorage)
-        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
-        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)  # one arrive per math warp
-        pipe_kv = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_kv.data_ptr(), num_stages=1,
-                                                   producer_group=producer, consumer_group=consumers,
-                                                   tx_count=2 * self.kv_bytes, defer_sync=True)
-        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=self.stages,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.q_bytes + self.t_bytes, defer_sync=True)
-        pipe_do = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_do.data_ptr(),
-                                                   num_stages=self.stages, producer_group=producer,
-                                                   consumer_group=consumers, tx_count=self.q_bytes, defer_sync=True)
+        pipe_kv = _tma_pipe(storage.mbar_kv, 1, 2 * self.kv_bytes, self.num_wg)
+        pipe_q = _tma_pipe(storage.mbar_q, self.stages, self.q_bytes + self.t_bytes, self.num_wg)
+        pipe_do = _tma_pipe(storage.mbar_do, self.stages, self.q_bytes, self.num_wg)
         pipeline.pipeline_init_arrive(is_relaxed=True)
         sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
         sV = storage.sV.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
@@ -1576,17 +1571,9 @@ class FlashBwdDqSm90(FlashFwdSm90):
                 cpasync.prefetch_descriptor(atom)
         smem = cutlass.utils.SmemAllocator()
         storage = smem.allocate(SharedStorage)
-        producer = pipeline.CooperativeGroup(pipeline.Agent.Thread, 1)
-        consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_wg * 4)
-        pipe_q = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_q.data_ptr(), num_stages=1,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=2 * self.q_bytes, defer_sync=True)
-        pipe_k = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_k.data_ptr(), num_stages=self.stages,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.kv_bytes, defer_sync=True)
-        pipe_v = pipeline.PipelineTmaAsync.create(barrier_storage=storage.mbar_v.data_ptr(), num_stages=self.stages,
-                                                  producer_group=producer, consumer_group=consumers,
-                                                  tx_count=self.kv_bytes, defer_sync=True)
+        pipe_q = _tma_pipe(storage.mbar_q, 1, 2 * self.q_bytes, self.num_wg)
+        pipe_k = _tma_pipe(storage.mbar_k, self.stages, self.kv_bytes, self.num_wg)
+        pipe_v = _tma_pipe(storage.mbar_v, self.stages, self.kv_bytes, self.num_wg)
         pipeline.pipeline_init_arrive(is_relaxed=True)
         sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
         sDO = storage.sDO.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
