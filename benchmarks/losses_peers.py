@@ -185,6 +185,7 @@ def ce_sweep(rows: list[dict]) -> None:
 def lce_impls() -> dict[str, Callable | None]:
     _module("kernelagent.kernels.linear_cross_entropy.cublas")  # registers gemm="cublas"
     lce = _module("kernelagent.kernels.linear_cross_entropy.triton")
+    lce_cute = _module("kernelagent.kernels.linear_cross_entropy.cute")
     liger = _peer("liger_kernel.transformers.functional", "liger_fused_linear_cross_entropy")
     # QuACK's chunked version (its logits one chunk at a time); the plain one materialises them all
     quack = _peer("quack.linear_cross_entropy", "chunked_linear_cross_entropy")
@@ -194,6 +195,7 @@ def lce_impls() -> dict[str, Callable | None]:
     return {
         "kernelagent-cublas": (lambda h, w, t: lce.linear_cross_entropy(h, w, t, gemm="cublas")) if lce else None,
         "kernelagent-triton": (lambda h, w, t: lce.linear_cross_entropy(h, w, t, gemm="triton")) if lce else None,
+        "kernelagent-cute": lce_cute.linear_cross_entropy if lce_cute else None,
         "kernelagent-cublas-1gib-chunks": (lambda h, w, t: lce.linear_cross_entropy(
             h, w, t, gemm="cublas", chunk_bytes=1 << 30)) if lce else None,
         "eager": eager,
@@ -224,7 +226,7 @@ def lce_section(rows: list[dict]) -> None:
     hx, wx = sets[0][0].detach().requires_grad_(True), sets[0][1].detach().requires_grad_(True)
     ref = impls["eager"](hx, wx, sets[0][2])
     ref.backward()
-    for name in ("kernelagent-cublas", "kernelagent-triton"):
+    for name in ("kernelagent-cublas", "kernelagent-triton", "kernelagent-cute"):
         fn = impls[name]
         if fn is None:
             continue
@@ -310,6 +312,7 @@ OURS = {"cross_entropy": {"kernelagent-triton": ("triton", ""),
                           "kernelagent-cute": ("cute", "")},
         "linear_cross_entropy": {"kernelagent-cublas": ("triton", "cuBLAS GEMMs"),
                                  "kernelagent-triton": ("triton", "Triton GEMMs"),
+                                 "kernelagent-cute": ("cute", ""),
                                  "kernelagent-cublas-1gib-chunks": ("triton", "cuBLAS GEMMs, one 1 GiB chunk")}}
 SHAPE_TEXT = {"cross_entropy": "logits [8192, 128256] bf16, int64 targets, mean",
               "linear_cross_entropy": "hidden [4096, 4096], weight [128256, 4096] bf16, mean"}

@@ -500,6 +500,81 @@ def test_cute_cross_entropy_compiles_for_sm90a_without_spills():
     assert result["skipped"] >= 3 * len(CUTE_CASES)  # setup, rows and reduce or scale each time
 
 
+LCE_CUTE_CHILD = '''
+import json, sys
+from kernelagent.verifier.cute import support as cs
+stats = {}
+cs.install_hooks(stats)
+import torch
+from tests.helpers.interp_checks import load_file
+failed = []
+with cs.compile_only_mode(stats):
+    lce = load_file(sys.argv[1], "losses_lce_cute")
+    # the three operand layouts of the chunk loop, each with and without pairs of columns (C's row stride)
+    for m, n, k, a_t, b_t, bias, acc, c_cols in json.loads(sys.argv[2]):
+        a = torch.randn(k, m).t() if a_t else torch.randn(m, k)
+        b = torch.randn(n, k).t() if b_t else torch.randn(k, n)
+        c = torch.empty(m, c_cols)[:, :n]
+        try:
+            lce.matmul(a.bfloat16(), b.bfloat16(), c.bfloat16(), torch.randn(n).bfloat16() if bias else None, acc)
+        except Exception as e:
+            failed.append([m, n, k, cs.classify_exception(e, sys.argv[1])[1][:2000]])
+    model = lce.ModelNew(33, 1001)  # 66-byte rows: copied to aligned ones
+    h = torch.randn(2, 37, 33, dtype=torch.bfloat16, requires_grad=True)
+    t = torch.randint(0, 1001, (2, 37))
+    for options in (["mean"], ["none", 0.1, 1e-3, 30.0], ["sum", 0.0, 0.0, None, 7]):
+        try:
+            model(h, t, *options).sum().backward()
+        except Exception as e:
+            failed.append([options, cs.classify_exception(e, sys.argv[1])[1][:2000]])
+print("JSON:" + json.dumps({"failed": failed, "compiles": stats.get("cute_compiles", []),
+                            "skipped": stats.get("cute_launches_skipped", 0)}, default=str))
+'''
+LCE_GEMM_CASES = [[300, 1001, 64, False, True, True, False, 1024], [130, 70, 1001, False, False, False, False, 70],
+                  [1001, 72, 300, True, False, False, True, 72], [129, 33, 40, True, True, False, True, 33]]
+SHARED_BEGIN, SHARED_END = "# ==== shared row kernels:", "# ==== end of the shared row kernels ===="
+
+
+def test_lce_cute_shares_the_cross_entropy_row_kernels():
+    """linear_cross_entropy/cute.py carries cross_entropy/cute.py's kernels unchanged (it must stand alone)."""
+    blocks = []
+    for folder in (CE_DIR, LCE_DIR):
+        text = (folder / "cute.py").read_text()
+        blocks.append(text[text.index(SHARED_BEGIN):text.index(SHARED_END)])
+    assert "def _ce_kernel(" in blocks[0] and "def _setup_kernel(" in blocks[0]
+    assert blocks[0] == blocks[1], "the shared row-kernel block differs between the two cute.py files"
+
+
+@pytest.mark.cute
+@pytest.mark.slow
+def test_cute_linear_cross_entropy_compiles_for_sm90a_without_spills():
+    """The CuTe DSL GEMM in every operand layout (edges, bias, accumulate, with and without paired
+    columns) and ModelNew's forward and backward (mean, none with every option, sum with all rows
+    ignored) compile for sm_90a with no GPU; launches recorded and skipped."""
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
+    proc = subprocess.run([sys.executable, "-c", LCE_CUTE_CHILD, str(LCE_DIR / "cute.py"), json.dumps(LCE_GEMM_CASES)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON:")]
+    assert lines, proc.stderr[-3000:]
+    result = json.loads(lines[-1][5:])
+    assert not result["failed"], result["failed"]
+    kernels = {c["kernel"].split("_tensor")[0].split("_object")[0] for c in result["compiles"]}
+    assert {"kernel_cutlass__setup_kernel", "kernel_cutlass__ce_kernel", "kernel_cutlass__colsum_kernel",
+            "kernel_cutlass__reduce_kernel"} <= kernels, kernels
+    gemms = [c for c in result["compiles"] if "GemmSm90" in c["kernel"]]
+    assert len(gemms) >= len(LCE_GEMM_CASES), kernels
+    assert all(c["target"] == "sm_90a" and not c["spills"] for c in result["compiles"]), result["compiles"]
+    assert result["skipped"] >= len(LCE_GEMM_CASES) + 3 * 4  # GEMMs, then setup, GEMM and rows per call at least
+
+
+@pytest.mark.slow
+def test_lce_cute_file_passes_the_static_policy():
+    from kernelagent.verifier.policy.check import check_policy
+
+    result = check_policy((LCE_DIR / "cute.py").read_text(), "cute.py")
+    assert result.ok, "\n".join(f"{f.line}: {f.rule}: {f.snippet} ({f.message})" for f in result.findings)
+
+
 # ------------------------------------------------------------------- sm_90a AOT of the GPU configs
 # The interpreter runs the CPU configurations only; these are the ones the H200 runs.
 

@@ -2,8 +2,9 @@
 
 Cross-entropy (Triton and CuTe DSL): every option, vocabularies up to 300000 and odd ones, huge
 logits, ignored rows, fp32/fp16/bf16, the gradient in new memory and in place, determinism, all rows
-ignored, torch.compile with Inductor. Linear cross-entropy (Triton with its own and with cuBLAS GEMMs):
-against float64 over several chunks, with bias and options, and the issue's shape for memory. Then
+ignored, torch.compile with Inductor. Linear cross-entropy (Triton with its own and with cuBLAS GEMMs,
+and the CuTe DSL version): against float64 over several chunks, with bias and options, and the issue's
+shape for memory; the CuTe DSL GEMM alone in every operand layout. Then
 the verifier on each library file (marked slow: about a minute each, CuTe compiling once per vocabulary).
 Run on the H200: `source .carry/setup.sh && PYTHONPATH=$PWD python3 -m pytest -q -m gpu
 tests/kernels/test_losses_gpu.py` (add `and not slow` to the -m expression to leave the verifier out).
@@ -155,7 +156,14 @@ LCE_CASES = [
     (333, 256, 5001, torch.bfloat16, False, {"reduction": "sum", "label_smoothing": 0.1, "z_loss": 1e-4}, 128),
     (200, 128, 3001, torch.bfloat16, True, {"reduction": "none", "softcap": 20.0}, 64),
     (150, 98, 2003, torch.float32, True, {"label_smoothing": 0.05}, 64),  # 98 * 4 bytes: not 16-byte aligned, masked
+    (150, 98, 2003, torch.bfloat16, True, {"label_smoothing": 0.05}, 64),  # 196-byte rows: copied to aligned ones
+    (90, 64, 1001, torch.float16, False, {"reduction": "mean", "z_loss": 1e-3}, 32),
 ]
+GEMMS = ["triton", "cublas", "cute"]
+
+
+def _lce_cute():
+    return importlib.import_module("kernelagent.kernels.linear_cross_entropy.cute")
 
 
 def _lce_run(lib, base, target, options, gemm, chunk, cast):
@@ -165,18 +173,21 @@ def _lce_run(lib, base, target, options, gemm, chunk, cast):
         out = _ref_ce()(F.linear(xs[0], xs[1], bias), target, **options)
     else:
         padded = -(-xs[1].shape[0] // lib.ROW_PAD) * lib.ROW_PAD
-        out = lib.linear_cross_entropy(xs[0], xs[1], target, bias=bias, gemm=gemm,
-                                       chunk_bytes=chunk * padded * xs[0].element_size(), **options)
+        extra = {} if gemm == "cute" else {"gemm": gemm}
+        out = lib.linear_cross_entropy(xs[0], xs[1], target, bias=bias,
+                                       chunk_bytes=chunk * padded * xs[0].element_size(), **extra, **options)
     g = torch.randn(out.shape, generator=torch.Generator(device="cuda").manual_seed(5), device="cuda")
     out.backward(g.to(out.dtype))
     return [out.detach()] + [t.grad for t in xs]
 
 
-@pytest.mark.parametrize("gemm", ["triton", "cublas"])
+@pytest.mark.parametrize("gemm", GEMMS)
 @pytest.mark.parametrize("case", range(len(LCE_CASES)))
 def test_linear_cross_entropy_matches_float64(gemm, case):
     n, h, v, dtype, has_bias, options, chunk = LCE_CASES[case]
-    lib = _lce()
+    if gemm == "cute" and (not HAS_CUTE or dtype == torch.float32):
+        pytest.skip("the CuTe DSL version takes fp16/bf16 (and needs nvidia-cutlass-dsl)")
+    lib = _lce_cute() if gemm == "cute" else _lce()
     gen = torch.Generator(device="cuda").manual_seed(n + v)
     base = [torch.randn(n, h, device="cuda", generator=gen).to(dtype),
             (torch.randn(v, h, device="cuda", generator=gen) / h**0.5).to(dtype)]
@@ -192,9 +203,11 @@ def test_linear_cross_entropy_matches_float64(gemm, case):
         assert failure(row) is None, f"{gemm} {LCE_CASES[case]} {what}: {failure(row)}"
 
 
-@pytest.mark.parametrize("gemm", ["triton", "cublas"])
+@pytest.mark.parametrize("gemm", GEMMS)
 def test_linear_cross_entropy_memory_at_the_issue_shape(gemm):
-    lib = _lce()
+    if gemm == "cute" and not HAS_CUTE:
+        pytest.skip("needs nvidia-cutlass-dsl")
+    lib = _lce_cute() if gemm == "cute" else _lce()
     m, h, v = 4096, 4096, 128256
     hidden = torch.randn(m, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weight = (torch.randn(v, h, device="cuda") / h**0.5).to(torch.bfloat16).requires_grad_(True)
@@ -202,7 +215,7 @@ def test_linear_cross_entropy_memory_at_the_issue_shape(gemm):
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    loss = lib.linear_cross_entropy(hidden, weight, target, gemm=gemm)
+    loss = lib.linear_cross_entropy(hidden, weight, target, **({} if gemm == "cute" else {"gemm": gemm}))
     loss.backward()
     torch.cuda.synchronize()
     grads = (hidden.grad.numel() + weight.grad.numel()) * 2
@@ -213,12 +226,42 @@ def test_linear_cross_entropy_memory_at_the_issue_shape(gemm):
     assert abs(float(loss) - float(ref)) <= 1e-2 * abs(float(ref))
 
 
+# (M, N, K, A stored transposed, B stored transposed, bias, accumulate): edges of every tile size,
+# each operand K-major or not (the three products of the chunk loop), K past one and several k tiles
+GEMM_CASES = [(300, 1001, 64, False, True, True, False), (130, 70, 1001, False, False, False, False),
+              (1001, 72, 300, True, False, False, True), (257, 513, 40, True, True, True, True),
+              (2048, 4096, 512, False, True, False, False)]
+
+
+@pytest.mark.parametrize("case", GEMM_CASES)
+def test_cute_gemm_matches_fp32_in_every_layout(case):
+    """kernelagent's CuTe DSL GEMM (linear_cross_entropy/cute.py) against the same product in fp32."""
+    if not HAS_CUTE:
+        pytest.skip("needs nvidia-cutlass-dsl")
+    lib = _lce_cute()
+    m, n, k, a_t, b_t, has_bias, accumulate = case
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+
+    def stored(rows, cols, transposed):  # a logical [rows, cols] operand, its storage padded to 16 bytes
+        shape = (cols, rows) if transposed else (rows, cols)
+        buf = torch.randn(shape[0], -(-shape[1] // 8) * 8, device="cuda", generator=gen).to(torch.bfloat16)
+        x = buf[:, : shape[1]]
+        return x.t() if transposed else x
+    a, b = stored(m, k, a_t), stored(k, n, b_t)
+    bias = torch.randn(n, device="cuda", generator=gen).to(torch.bfloat16) if has_bias else None
+    c = torch.randn(m, n, device="cuda", generator=gen).to(torch.bfloat16)
+    expected = a.float() @ b.float() + (bias.float() if has_bias else 0.0) + (c.float() if accumulate else 0.0)
+    lib.matmul(a, b, c, bias, accumulate)
+    err = (c.float() - expected).abs().max().item()
+    assert err <= 2e-2 * expected.abs().max().item(), (case, err)
+
+
 # ------------------------------------------------------------------------------ the verifier
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family,backend", [("cross_entropy", "triton"), ("cross_entropy", "cute"),
-                                            ("linear_cross_entropy", "triton")])
+                                            ("linear_cross_entropy", "triton"), ("linear_cross_entropy", "cute")])
 def test_library_files_pass_the_verifier(family, backend):
     if backend == "cute" and not HAS_CUTE:
         pytest.skip("needs nvidia-cutlass-dsl (source .carry/setup.sh)")

@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 from cutlass.cute.runtime import from_dlpack
 
+# ==== shared row kernels: kept identical in cross_entropy/cute.py and linear_cross_entropy/cute.py ====
 REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 THREADS = 256  # per row; with 128-bit vectors a tile is 2048 bf16 columns
 SMALL_THREADS = 256  # the one-CTA setup and reduce kernels
@@ -282,6 +283,7 @@ def _scale_kernel(mG: cute.Tensor, mDl: cute.Tensor, copy_x: cute.TiledCopy, N: 
                 cute.copy(copy_x, t_o, r)
                 r.store((r.load().to(cutlass.Float32) * g).to(mG.element_type))
                 cute.copy(copy_x, r, t_o)
+# ==== end of the shared row kernels ====
 
 
 # ----------------------------------------------------------------------------- host launchers
