@@ -68,7 +68,7 @@ def _check_tree(tree: ast.Module, source: str, filename: str, entry_tensors: fro
         tensors = TensorFacts(info, resolver, graph, entry_tensors)
         ModuleChecker(info, resolver, report).run()
         ForwardChecker(info, resolver, graph, tensors, report).run()
-        if resolver.too_deep:
+        if resolver.too_deep or tensors.solver.too_deep:
             report.add("dynamic_attr", tree, "names pass through too many assignments or calls to tell what "
                                              "they refer to", "suspect")
     except RecursionError:

@@ -41,6 +41,18 @@ _HOST_READS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__i
 _VALUE_HOST_READS = (TENSOR_HOST_BYTES_METHODS - {"__cuda_array_interface__"}) | {"__float__", "__int__",
                                                                                   "__index__"}
 _LITERALS = (ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.ListComp, ast.DictComp)
+# A tensor turned into text: torch's printer reads every value on the host (with PyTorch's dispatch modes off,
+# where the op recorder sees nothing), and the text can be parsed back into numbers (red team, 2026-12-03:
+# softmax in `math` from str(x[i, j].view(torch.int32)), accepted). Shapes, dtypes and sizes are not tensors.
+_TEXT_CALLS = frozenset({
+    "builtins.str", "builtins.repr", "builtins.format", "builtins.ascii", "builtins.print",
+    "builtins.object.__str__", "builtins.object.__format__", "builtins.str.format", "builtins.str.format_map",
+    "builtins.str.__mod__", "builtins.bytes.__mod__", "builtins.bytearray.__mod__",
+    "torch.Tensor.__str__", "torch.Tensor.__repr__", "torch.Tensor.__format__",
+})
+_TEXT_DUNDERS = frozenset({"__str__", "__repr__", "__format__"})  # on a tensor
+_TEXT_METHODS = frozenset({"format", "format_map", "__mod__"})  # of a format string, given tensors
+_TYPE_TESTS = frozenset({"builtins.isinstance", "builtins.issubclass"})  # `isinstance(x, str)` converts nothing
 
 
 def torch_call_allowed(qual: str) -> bool:
@@ -171,7 +183,7 @@ class ForwardChecker:
             if self.tensors.is_tensor(node.value, scope):
                 self._flag(node, f"`{short(node)}` is a tensor method that computes in PyTorch")
         host_read = isinstance(node, ast.Attribute) and (node.attr in _VALUE_HOST_READS or (
-            node.attr in _HOST_READS and self.tensors.is_tensor(node.value, scope)))
+            node.attr in _HOST_READS | _TEXT_DUNDERS and self.tensors.is_tensor(node.value, scope)))
         if host_read and not isinstance(node.value, _LITERALS):
             self._flag(node, f"`{short(node)}` takes a method that reads values on the host as a value in the forward "
                              "path, where calling it later is host compute")
@@ -180,6 +192,10 @@ class ForwardChecker:
     def _check_call(self, call: ast.Call, scope: Scope) -> None:
         access = self.r.attr_access(call.func, scope)
         built = " (attribute name built from strings)" if access and access[2] else ""
+        if self._converts_to_text(call, access, scope):
+            self._flag(call, f"`{short(call.func)}(...)`{built} turns a tensor into text, which reads its values on "
+                             "the host in the forward path (host compute); format shapes and dtypes, not tensors")
+            return
         if access is not None and self._in_hook and access[1] in _HOST_READS | {"__array__"} and not isinstance(
                 access[0], _LITERALS):
             self._flag(call, f"`{short(call.func)}(...)` reads values on the host in a function Triton calls with "
@@ -207,6 +223,27 @@ class ForwardChecker:
             if not isinstance(access[0], _LITERALS):
                 self._flag(call, f"`{short(call.func)}(...)` calls .{access[1]}(){built}, a PyTorch tensor "
                                  "operation, in the forward path")
+
+    def _converts_to_text(self, call: ast.Call, access: tuple[ast.expr, str, bool] | None, scope: Scope) -> bool:
+        """str/repr/format/ascii/print of a tensor, x.__str__()/__repr__()/__format__(), "...".format(x),
+        format_map and __mod__ given tensors, or a converter handed to a call with tensors (map(str, x))."""
+        if access is not None and access[1] in _TEXT_DUNDERS and self.tensors.is_tensor(access[0], scope):
+            return True
+        args = [*call.args, *[k.value for k in call.keywords]]
+        if not any(self._holds_tensors(a, scope, 2) for a in args):
+            return False
+        if access is not None and access[1] in _TEXT_METHODS:
+            return True
+        quals = {v.name for v in self.r.resolve(call.func, scope) if v.kind == "ref"}
+        if quals & _TEXT_CALLS:
+            return True
+        return not quals & _TYPE_TESTS and any(self._is_text_converter(a, scope) for a in args)
+
+    def _is_text_converter(self, node: ast.AST, scope: Scope) -> bool:
+        """A function that turns what it is given into text, handed around as a value."""
+        if isinstance(node, ast.Attribute) and node.attr in _TEXT_DUNDERS | _TEXT_METHODS:
+            return True
+        return any(v.kind == "ref" and v.name in _TEXT_CALLS for v in self.r.resolve(node, scope))
 
     def _check_ref_call(self, qual: str, call: ast.Call, scope: Scope, built: str) -> None:
         root, _, rest = qual.partition(".")
@@ -250,10 +287,14 @@ class ForwardChecker:
         return arithmetic and any(self._holds_tensors(a, scope, 2) for a in data)
 
     def _holds_tensors(self, node: ast.AST, scope: Scope, depth: int) -> bool:
+        if isinstance(node, ast.Starred):
+            node = node.value
         if self.tensors.is_tensor(node, scope):
             return True
         if depth and isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             return any(self._holds_tensors(e, scope, depth - 1) for e in node.elts)
+        if depth and isinstance(node, ast.Dict):
+            return any(self._holds_tensors(v, scope, depth - 1) for v in node.values)
         return False
 
     def _tensor_args(self, call: ast.Call, scope: Scope) -> bool:
@@ -263,7 +304,13 @@ class ForwardChecker:
     # --- operators ----------------------------------------------------------------------------
     def _check_operators(self, node: ast.AST, scope: Scope) -> None:
         is_tensor = self.tensors.is_tensor
-        if isinstance(node, ast.BinOp):
+        if isinstance(node, ast.FormattedValue) and self._holds_tensors(node.value, scope, 2):
+            self._flag(node, f"the f-string field `{{{short(node.value)}}}` turns a tensor into text, which reads its "
+                             "values on the host in the forward path (host compute)")
+        elif isinstance(node, ast.BinOp) and self._percent_formats_tensors(node, scope):
+            self._flag(node, f"`{short(node)}` formats a tensor into text with %, which reads its values on the "
+                             "host in the forward path (host compute)")
+        elif isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult):
                 self._flag(node, f"`{short(node)}` multiplies matrices in PyTorch in the forward path")
             elif _sequence_op(node):
@@ -279,6 +326,15 @@ class ForwardChecker:
             self._flag(node, f"in-place tensor arithmetic `{short(node)}` runs in PyTorch in the forward path")
         elif isinstance(node, ast.Subscript) and is_tensor(node.value, scope) and self._tensor_index(node, scope):
             self._flag(node, f"`{short(node)}` indexes a tensor with a tensor (a gather/scatter in PyTorch)")
+
+    def _percent_formats_tensors(self, node: ast.BinOp, scope: Scope) -> bool:
+        """`fmt % x`, `fmt % (x, y)`, `fmt % {"k": x}`: a format string (or a tuple or dict, which only string
+        formatting takes on the right of %) given tensors."""
+        if not isinstance(node.op, ast.Mod) or not self._holds_tensors(node.right, scope, 2):
+            return False
+        if isinstance(node.right, (ast.Tuple, ast.Dict)):
+            return True
+        return isinstance(node.left, ast.JoinedStr) or self.r.fold(node.left, scope) is not None
 
     def _tensor_index(self, node: ast.Subscript, scope: Scope) -> bool:
         index = node.slice

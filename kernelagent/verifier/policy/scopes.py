@@ -358,8 +358,19 @@ class _Builder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self._bind_target(node.target, node.iter)
+        self._bind_loop_target(node.target, node.iter)
         self.generic_visit(node)
+
+    def _bind_loop_target(self, target: ast.AST, iterable: ast.expr) -> None:
+        """`for name, t in (("weight", w), ("bias", b))`: each name gets its position in the rows of a literal
+        (a shape's name is not the tensor beside it); otherwise each may be any part of the iterable."""
+        rows = iterable.elts if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)) else None
+        if isinstance(target, (ast.Tuple, ast.List)) and rows and all(
+                isinstance(row, (ast.Tuple, ast.List)) and len(row.elts) == len(target.elts) for row in rows):
+            for row in rows:
+                self._bind_sequence(target, row)
+            return
+        self._bind_target(target, iterable)
 
     visit_AsyncFor = visit_For
 
@@ -397,7 +408,7 @@ class _Builder(ast.NodeVisitor):
                 self._bind_pattern(child, subject, match)
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
-        self._bind_target(node.target, node.iter)
+        self._bind_loop_target(node.target, node.iter)
         self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:

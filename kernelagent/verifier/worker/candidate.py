@@ -27,8 +27,8 @@ from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.rng import seed_from_os
 from kernelagent.verifier.tensorio import grads_dict
-from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds
-from kernelagent.verifier.worker.errors import classify_exception
+from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds, model_state
+from kernelagent.verifier.worker.errors import classify_exception, passes_through
 from kernelagent.verifier.worker.integrity import (
     LaunchCounter,
     OpRecorder,
@@ -146,8 +146,21 @@ class CandidateRunner:
         except CandidateFailure as f:
             self._record(name, "failed", t0, f.message, {"category": f.category, "detail": f.detail})
             raise
+        except BaseException as e:  # noqa: BLE001 - re-raised unless the candidate's own code raised it
+            f = self._own_failure(e, f"{name}: the candidate's code raised")
+            self._record(name, "failed", t0, f.message, {"category": f.category, "detail": f.detail})
+            raise f from e
         self._record(name, "passed", t0)
         return result
+
+    def _own_failure(self, e: BaseException, what: str) -> CandidateFailure:
+        """`e` as the candidate's failure when its traceback runs through the candidate's file (a harness call
+        that reached an override of the candidate's); anything else is re-raised as the verifier's."""
+        if isinstance(e, CandidateFailure):
+            return e
+        if not passes_through(e, self.req.candidate):
+            raise e
+        return _failure(e, self.req.candidate, what)
 
     def _record(self, name: str, status: str, t0: float, message: str = "", details: dict | None = None) -> None:
         self.facts.stages[name] = {"status": status, "seconds": round(_perf() - t0, 4), "message": message,
@@ -198,12 +211,18 @@ class CandidateRunner:
         self.facts.io["load_seconds"] = round(self.facts.io.get("load_seconds", 0.0) + _perf() - t, 4)
 
     def load_state(self, idx: int, report: bool = False) -> None:
-        own = self.model.state_dict()
+        """Copy the reference's weights of state `idx` into the model's parameters and buffers of the same
+        name and shape. The model's tensors are read from nn.Module's own storage (model_state), never through
+        a method it could override; whatever raises here is the model's doing, so the candidate's failure."""
         src = self.states[idx]
-        matched = {k: v for k, v in src.items() if k in own and own[k].shape == v.shape}
-        with torch.no_grad():
-            for k, v in matched.items():
-                own[k].copy_(v)
+        try:
+            own = model_state.state_tensors(self.model)
+            matched = {k: v for k, v in src.items() if k in own and own[k].shape == v.shape}
+            with torch.no_grad():
+                for k, v in matched.items():
+                    own[k].copy_(v)
+        except BaseException as e:  # noqa: BLE001 - the model's storage or tensors raised, SystemExit included
+            raise _failure(e, self.req.candidate, "copying the reference's weights into the model raised") from e
         if report:
             self.facts.params = {"missing_in_candidate": sorted(set(src) - set(matched)),
                                  "extra_in_candidate": sorted(set(own) - set(src))}
@@ -264,7 +283,7 @@ class CandidateRunner:
                     "runtime_error", "the problem checks gradients (BACKWARD = True) but the outputs carry no "
                     "autograd graph: wrap the kernels in a torch.autograd.Function whose backward launches "
                     "your backward kernel(s)")
-            named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+            named = [(n, p) for n, p in model_state.named_parameters(self.model) if p.requires_grad]
             forward_adds = _adds(rec.ops)
             raw = torch.autograd.grad(outs, diff + [p for _, p in named], (grad_outputs or [])[:len(outs)],
                                       allow_unused=True)
@@ -465,7 +484,8 @@ class CandidateRunner:
                     self.wait_for_timing_turn()
                 self.stage("timing", self.timing)
                 self.integrity_after()
-        except CandidateFailure as f:
+        except BaseException as e:  # noqa: BLE001 - re-raised unless it is the candidate's
+            f = self._own_failure(e, "the candidate's code raised")
             self.facts.failure = {"category": f.category, "message": f.message, "detail": f.detail}
             if self.compile_only and self.facts.compile_only is None:  # what compiled before the failure
                 self._compile_outcome()

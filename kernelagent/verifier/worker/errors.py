@@ -80,3 +80,25 @@ def _message(exc: BaseException, candidate_path: str) -> str:
         body = body[:MAX_CHARS] + " ..."
     head = f"{type(exc).__name__}: {body}" if body else type(exc).__name__
     return f"{head} ({where})" if where and where not in head else head
+
+
+_TRACEBACK = BaseException.__dict__["__traceback__"]  # read through BaseException's own descriptors: an
+_CAUSE = BaseException.__dict__["__cause__"]  # exception class of the candidate's may override the names
+_CONTEXT = BaseException.__dict__["__context__"]
+_MAX_CHAIN = 64
+
+
+def passes_through(exc: BaseException, path: str) -> bool:
+    """Whether code of `path` (the candidate's file) was running when `exc` was raised: one of its frames is
+    in the traceback of `exc` or of an exception it was raised from or while handling."""
+    if not path:
+        return False
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen and len(seen) < _MAX_CHAIN:
+        seen.add(id(cur))
+        if any(frame.f_code.co_filename == path for frame, _ in traceback.walk_tb(_TRACEBACK.__get__(cur))):
+            return True
+        cause = _CAUSE.__get__(cur)
+        cur = cause if cause is not None else _CONTEXT.__get__(cur)
+    return False

@@ -347,7 +347,8 @@ def _watched_namespaces() -> dict[str, object]:
 
     spaces: dict[str, object] = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.functional": F,
                                  "torch.cuda": torch.cuda, "torch.nn.Module": torch.nn.Module, "time": time,
-                                 "torch.testing": torch.testing, "torch.autograd": torch.autograd}
+                                 "torch.testing": torch.testing, "torch.autograd": torch.autograd,
+                                 "torch._tensor_str": torch._tensor_str}  # its printer counts host reads
     if hasattr(torch.cuda, "Event"):
         spaces["torch.cuda.Event"] = torch.cuda.Event
     try:
@@ -428,6 +429,8 @@ def _watchable(ns_name: str, attr: str, value: object) -> bool:
     """Callables (functions, methods, classes); private state and plain values change legitimately.
     In the verifier's own modules private functions count too (they do the checking)."""
     own = ns_name.startswith("kernelagent.verifier")
+    if isinstance(value, types.FunctionType) and getattr(value, "_ka_counted", False):
+        return True  # the host-read counters (integrity), dunders and private names included
     if attr.startswith("__") and attr not in ("__call__", "__torch_function__", "__torch_dispatch__"):
         return False
     if attr.startswith("_") and not own:

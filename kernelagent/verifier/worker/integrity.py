@@ -37,6 +37,14 @@ _DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versio
 # writes the storage; red-team review, 2026-12-03). A GPU tensor's copy to the host is the recorder's.
 _WHOLE_STORAGE = _DLPACK | {"numpy", "__array__", "save"}
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
+# a tensor's values as text (str, repr, format, print, %): torch's printer runs with the dispatch modes off,
+# so the recorder sees none of the element reads it makes; the whole tensor's values are counted as read
+# (red team, 2026-12-03: str(x[i, j].view(torch.int32)) for every element, softmax in `math`, accepted)
+_TEXT_READS = (("torch._tensor_str", "_str"),)
+# single values read into Python: counted here whatever the dispatch-mode stack holds (the recorder's count of
+# `_local_scalar_dense` misses reads made with the modes off), once per read
+_SCALAR_READS = ("item", "__float__", "__int__", "__index__", "__bool__", "__complex__")
+_credits = threading.local()  # `.n`: scalar reads counted by a wrapper whose dispatch the recorder has yet to see
 
 
 def count_host_reads() -> None:
@@ -63,6 +71,43 @@ def count_host_reads() -> None:
         for attr, value in list(vars(space).items()):
             if id(value) in wrappers and value is not wrappers[id(value)]:
                 setattr(space, attr, wrappers[id(value)])
+    _count_text_and_scalar_reads()
+
+
+def _count_text_and_scalar_reads() -> None:
+    """Wrap torch's printer (each tensor turned into text is a read of its values) and the scalar reads of
+    torch.Tensor (each a single-element read, whatever modes are on). The wrappers carry `_ka_counted`: the
+    guard watches them like torch's public functions, so one put back or deleted is seen."""
+    import torch._tensor_str  # noqa: F401 - the attribute wrapped below
+
+    for owner_name, name in _TEXT_READS:
+        owner = _resolve(owner_name)
+        original = getattr(owner, name, None)
+        if original is not None and not getattr(original, "_ka_counted", False):
+            setattr(owner, name, _counted(original, dlpack=False, whole_storage=False))
+    for name in _SCALAR_READS:
+        original = getattr(torch.Tensor, name, None)
+        if original is not None and not getattr(original, "_ka_counted", False):
+            setattr(torch.Tensor, name, _scalar_counted(original))
+
+
+def _scalar_counted(original: Any) -> Any:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """Counts one read, and leaves a credit for the one `_local_scalar_dense` it dispatches (when modes are
+        on): only further dispatches (code of a tensor subclass's, run inside) are counted again."""
+        before = getattr(_credits, "n", 0)
+        if _active:
+            _active[-1].transfers.scalar_reads += 1
+            _credits.n = before + 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _credits.n = min(getattr(_credits, "n", 0), before)
+
+    read._ka_counted = True  # type: ignore[attr-defined]
+    read.__name__ = getattr(original, "__name__", "read")
+    read.__doc__ = getattr(original, "__doc__", None)
+    return read
 
 
 def _resolve(dotted: str) -> Any:
@@ -200,8 +245,11 @@ class OpRecorder(TorchDispatchMode):
         self.ops[name] += 1
         if self.stream is not None and _current_stream() != self.stream:
             self.transfers.foreign_streams += 1
-        if base in _SCALAR_OPS:  # any device: values read element by element
-            self.transfers.scalar_reads += 1
+        if base in _SCALAR_OPS:  # any device: values read element by element (once: Tensor.item & co. count too)
+            if getattr(_credits, "n", 0) > 0:
+                _credits.n -= 1
+            else:
+                self.transfers.scalar_reads += 1
         body = _python_body(func, args)
         if body is not None:  # a torch.library op written in Python: its body is judged like forward
             inner = OpRecorder(poison=self.poison)
