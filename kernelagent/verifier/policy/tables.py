@@ -263,6 +263,9 @@ BANNED: dict[str, str] = {
         "torch.jit.enable_onednn_fusion", "torch.jit.set_fusion_strategy", "torch.jit.fuser",
         "torch.jit.optimized_execution", "torch.utils.deterministic", "torch.utils.flop_counter",
         "torch.utils.module_tracker", "torch.utils.backend_registration", "torch.utils.hooks",
+        # sys.stdout / sys.stderr swapped by the standard library on the candidate's behalf (red team,
+        # 2026-12-03: the Triton interpreter's device_print output captured and parsed back into the inputs)
+        "contextlib.redirect_stdout", "contextlib.redirect_stderr",
     )},
     # ending the interpreter or the call outside the ordinary error path (exception classes that are
     # not Exceptions are found by what they are, wherever they are reached from)

@@ -13,12 +13,18 @@
    with `def `, even inside a string; the GPU compiler (and the AOT check) starts at the first `def` of the
    text read when the kernel was defined. A candidate could have the interpreter run Python the compiler
    never sees. The rewriter now reads the text the compiler reads, taken when the kernel is defined.
+6. The interpreter's `tl.device_print` calls Python's `print`, so whoever holds `sys.stdout` reads the
+   printed values (read through NumPy, unseen by the host-read counters): a candidate captured its inputs
+   that way and computed on the host (red team, 2026-12-03). It now writes straight to file descriptor 2,
+   as the GPU's printf writes to the process's own output, out of the candidate's reach.
 Applied in CPU-mode workers only, before any candidate is imported.
 """
 
 from __future__ import annotations
 
 import inspect
+import io
+import os
 import re
 import textwrap
 from typing import Any
@@ -140,4 +146,30 @@ def rewrite_what_the_compiler_compiles() -> bool:
         return self._compile_and_exec(self._transform_ast(self._prepare_source(kept)))
 
     rewriter.__init__, rewriter._find_def, rewriter.rewrite_ast = init, find_def, rewrite_ast
+    return True
+
+
+def print_to_the_real_stderr() -> bool:
+    """Route the interpreter's device_print to fd 2 whatever sys.stdout is; False if this Triton has no hook."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    original = getattr(builder, "create_print", None)
+    if original is None:
+        return False
+
+    def create_print(self: Any, *args: Any, **kwargs: Any) -> None:
+        text = io.StringIO()
+        saved = interpreter.__dict__.get("print")
+        interpreter.print = lambda *a, **k: print(*a, **{**k, "file": text})  # the module's own print, redirected
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            if saved is None:
+                del interpreter.print
+            else:
+                interpreter.print = saved
+        os.write(2, text.getvalue().encode(errors="replace"))
+
+    builder.create_print = create_print
     return True
