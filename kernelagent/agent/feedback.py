@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelagent.agent.prompts import BACKEND_NAMES, render
-from kernelagent.agent.scoring import accepted, metric, speed_measured
+from kernelagent.agent.scoring import accepted, metric, speed_measured, unverified
 from kernelagent.agent.summarise import fit
 from kernelagent.agent.text import plain
 
@@ -120,6 +120,8 @@ def _verdict(cand: dict[str, Any], fc: FeedbackContext) -> str:
         target = render(FEEDBACK, "target", target=_times(fc.target)) if fc.target else ""
         return render(FEEDBACK, "accepted", label=label, speed=_speed(report), feedback=verifier_text,
                       best=best_line(fc.best), target=target).rstrip()
+    if unverified(report):
+        return render(FEEDBACK, "compiled_unverified", label=label, feedback=verifier_text).rstrip()
     if verifier_text.strip() == message.strip():
         verifier_text = ""
     return render(FEEDBACK, "rejected", label=label, category=report.get("category", "?"), message=message,
@@ -143,18 +145,24 @@ def _next(cand: dict[str, Any], anchor: dict[str, Any] | None, fc: FeedbackConte
     left = turns_left(cand["turn"], fc.turns)
     if anchor is None:
         return render(FEEDBACK, "next_fresh", turns_left=left)
-    task = render(FEEDBACK, "task_faster" if anchor.get("verdict") == "accepted" else "task_fix")
+    task = render(FEEDBACK, _TASKS.get(anchor.get("verdict") or "", "task_fix"))
     if anchor["key"] == cand["key"]:
         return render(FEEDBACK, "next_self", task=task, label=cand["key"], turns_left=left)
     return render(FEEDBACK, "next_anchor", task=task, anchor=anchor["key"], standing=standing(anchor),
                   label=cand["key"], source=(anchor.get("source") or "").strip("\n"), turns_left=left)
 
 
+_TASKS = {"accepted": "task_faster", "unverified": "task_check"}  # what to do next with the anchor, by verdict
+
+
 def standing(anchor: dict[str, Any]) -> str:
-    """`turn 2, accepted, 1.30x over eager` or `turn 2, rejected: mismatch`."""
+    """`turn 2, accepted, 1.30x over eager`, `turn 2, compiled, not verified (no GPU)` or `turn 2, rejected:
+    mismatch`."""
     if anchor.get("verdict") == "accepted":
         speed = anchor.get("speedup")
         return f"turn {anchor['turn']}, accepted" + (f", {speed:.2f}x over eager" if speed is not None else "")
+    if anchor.get("verdict") == "unverified":
+        return f"turn {anchor['turn']}, compiled, not verified (no GPU)"
     return f"turn {anchor['turn']}, rejected: {anchor.get('category', '?')}"
 
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from kernelagent.agent.text import strip_ansi
 
 ROWS = 12  # latest candidates shown
-STYLES = {"accepted": "green", "rejected": "red"}
+STYLES = {"accepted": "green", "unverified": "yellow", "rejected": "red"}
 CHARS_PER_TOKEN = 4  # streamed text is counted in characters; shown as approximate tokens
 
 

@@ -41,12 +41,14 @@ def _summary(state: dict[str, Any], info: dict[str, Any]) -> list[str]:
     t = state.get("tokens") or {}
     budget = info.get("budget_usd")
     verified = [r for r in rows if r["verdict"] != "none"]
+    unverified = sum(r["verdict"] == "unverified" for r in rows)
     lines = [
         ("status", f"{state.get('stop')}: {info.get('stop_text', '')}"),
         ("provider", f"{info.get('provider')} / {info.get('model')}"),
         ("turns", f"{state.get('turn', 0)} of {info.get('turns')}"),
         ("candidates", f"{len(rows)} proposed, {len(verified)} verified, "
-                       f"{sum(r['verdict'] == 'accepted' for r in rows)} accepted"),
+                       f"{sum(r['verdict'] == 'accepted' for r in rows)} accepted"
+                       + (f", {unverified} compiled but not run (no GPU)" if unverified else "")),
         ("best", best_line(state.get("best"))),
         ("kernel", state.get("out_path") or "none written"),
         ("tokens", f"{t.get('input', 0)} in, {t.get('output', 0)} out, {t.get('cache_read', 0)} cache read, "
@@ -84,6 +86,9 @@ def render_report(state: dict[str, Any], info: dict[str, Any]) -> str:
     if best and not speed_measured(best["report"]):
         out += ["", "**Speed was not measured**: the verifier ran without a GPU, so the run stopped at the "
                     "first accepted kernel. Run it again on a GPU machine to time and optimise it."]
+    if not best and any(r["verdict"] == "unverified" for r in state.get("history", [])):
+        out += ["", "**Not verified**: candidates compiled, but the verifier ran without a GPU, so none was run "
+                    "and none was accepted. Run it again on a GPU machine to check and time them."]
     out += _prepared(state.get("prepared") or {})
     out += ["", "## Attempts", "", *_attempts(state.get("history", []))]
     if best and best["report"].get("feedback"):

@@ -54,8 +54,13 @@ class OptimizeResult:
     def accepted(self) -> bool:
         return self.best is not None
 
+    @property
+    def unverified(self) -> bool:
+        """No kernel accepted, but one compiled that could not be run (no GPU): nothing was verified."""
+        return self.best is None and any(row.get("verdict") == "unverified" for row in self.history)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "accepted": self.accepted}
+        return {**dataclasses.asdict(self), "accepted": self.accepted, "unverified": self.unverified}
 
 
 def checkpoint_path(home: str | Path | None = None) -> Path:

@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 # How close a rejected candidate came: ran and produced numbers > crashed > did not compile > broke rules.
+# `compile_only` (verdict unverified: compiled and reached its launches, never run for want of a GPU) ranks
+# as a miss, above any failure it could be told apart from on the same machine.
 CLOSENESS = {
-    "mismatch": 5, "nan_inf": 5, "nondeterministic": 4, "runtime_error": 3, "timeout": 3,
+    "mismatch": 5, "nan_inf": 5, "compile_only": 4, "nondeterministic": 4, "runtime_error": 3, "timeout": 3,
     "compile_error": 2, "fallback_to_reference": 2, "no_kernel_launched": 2, "input_mutation": 2,
     "stale_memory": 2, "caching_detected": 2, "stream_violation": 2, "policy_violation": 1,
     "load_error": 1, "internal_error": 0,
@@ -27,6 +29,11 @@ def accepted(report: dict[str, Any] | None) -> bool:
     return bool(report) and report.get("verdict") == "accepted"
 
 
+def unverified(report: dict[str, Any] | None) -> bool:
+    """Compiled but never run (no GPU): not accepted, and not a failure to repair either."""
+    return bool(report) and report.get("verdict") == "unverified"
+
+
 def speed_measured(report: dict[str, Any] | None) -> bool:
     """True when the verifier timed the candidate against eager (False on CPU, where timing is skipped)."""
     env = (report or {}).get("environment") or {}
@@ -36,7 +43,8 @@ def speed_measured(report: dict[str, Any] | None) -> bool:
 
 
 def score(report: dict[str, Any] | None) -> tuple[int, float]:
-    """Sort key, higher is better: (tier, value). Tiers: 3 timed pass, 2 untimed pass, 1 miss, 0 none."""
+    """Sort key, higher is better: (tier, value). Tiers: 3 timed pass, 2 untimed pass, 1 miss (an unverified
+    kernel included), 0 none."""
     if report is None:
         return (0, 0.0)
     if accepted(report):

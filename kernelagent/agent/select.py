@@ -19,7 +19,7 @@ from kernelagent.agent.config import OptimizeConfig
 from kernelagent.agent.deps import RunContext
 from kernelagent.agent.feedback import FeedbackContext, candidate_feedback, restart_message
 from kernelagent.agent.prompts import system_blocks
-from kernelagent.agent.scoring import accepted, score, speed_measured, speedup
+from kernelagent.agent.scoring import accepted, score, speed_measured, speedup, unverified
 from kernelagent.agent.state import AgentState, Anchor, Branch, Candidate
 
 STOP_REASONS = {
@@ -60,7 +60,8 @@ def grow(cand: Candidate, parent: Branch | None, fc: FeedbackContext) -> Branch:
     messages = cand["messages"] + [
         {"role": "assistant", "content": cand.get("reply") or ""},
         {"role": "user", "content": candidate_feedback(cand, anchor, fc)}]
-    repairs = 0 if accepted(report) else (parent.get("repairs", 0) if parent else 0) + 1
+    # an unverified candidate compiled and was never run (no GPU): nothing failed that a repair could fix
+    repairs = 0 if accepted(report) or unverified(report) else (parent.get("repairs", 0) if parent else 0) + 1
     return Branch(key=cand["key"], messages=messages, attempt_id=anchor.get("attempt_id") if anchor else None,
                   anchor=anchor, turn=cand["turn"], score=list(anchor["score"]) if anchor else [0, 0.0],
                   own=list(score(report)), repairs=repairs,

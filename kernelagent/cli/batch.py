@@ -14,7 +14,17 @@ from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernelagent.cli.common import Backend, Device, DeviceOpt, ExitCode, JsonOpt, console, err, fail
+from kernelagent.cli.common import (
+    Backend,
+    Device,
+    DeviceOpt,
+    ExitCode,
+    JsonOpt,
+    console,
+    err,
+    exit_for_verdicts,
+    fail,
+)
 
 
 class Mode(StrEnum):
@@ -31,7 +41,7 @@ class BatchView:
                                  transient=False)
         self.main: Any = None
         self.shards: dict[str, Any] = {}
-        self.tally = {"accepted": 0, "rejected": 0}
+        self.tally = {"accepted": 0, "unverified": 0, "rejected": 0}
         self._lock = threading.Lock()
 
     def __enter__(self) -> BatchView:
@@ -47,7 +57,8 @@ class BatchView:
             getattr(self, "_on_" + event["event"].replace(".", "_"), lambda _e: None)(event)
 
     def _tally(self) -> str:
-        return f"[green]{self.tally['accepted']} ok[/] [red]{self.tally['rejected']} failed[/]"
+        unverified = f" [yellow]{self.tally['unverified']} not verified (no GPU)[/]" if self.tally["unverified"] else ""
+        return f"[green]{self.tally['accepted']} ok[/]{unverified} [red]{self.tally['rejected']} failed[/]"
 
     def _on_plan(self, e: dict[str, Any]) -> None:
         note = f" (continuing {e['batch_id']}: {e['done']} done)" if e["resumed"] else f" {e['batch_id']}"
@@ -64,7 +75,7 @@ class BatchView:
             self.progress.update(task, description=f"  {e['shard']}: {what}")
 
     def _on_done(self, e: dict[str, Any]) -> None:
-        self.tally["accepted" if e["verdict"] == "accepted" else "rejected"] += 1
+        self.tally[e["verdict"] if e["verdict"] in ("accepted", "unverified") else "rejected"] += 1
         if e["shard"] in self.shards:
             self.progress.update(self.shards[e["shard"]], description=f"  {e['shard']}: idle")
         if self.main is not None:
@@ -87,7 +98,8 @@ def summary_view(s: dict[str, Any]) -> Group:
     """The KernelBench table (fast_p against eager and torch.compile) and one line per problem."""
     head = (f"{s['problems']} problems, {s['evaluated']} with candidates ({s['candidates']} candidates), "
             f"{s['no_candidate']} without; correct: {s['correct']}"
-            + (f" ({s['correct_pct']:.1f}%)" if s["correct_pct"] is not None else ""))
+            + (f" ({s['correct_pct']:.1f}%)" if s["correct_pct"] is not None else "")
+            + (f"; compiled but not verified (no GPU): {s['unverified']}" if s.get("unverified") else ""))
     fast = Table(title="KernelBench summary", header_style="bold")
     for col in ("baseline", "fast_0", "fast_1", "fast_1.5", "geomean"):
         fast.add_column(col, justify="left" if col == "baseline" else "right", no_wrap=True)
@@ -100,12 +112,30 @@ def summary_view(s: dict[str, Any]) -> Group:
         per.add_column(col, overflow="fold")
     for p in s["per_problem"]:
         x = lambda v: "-" if v is None else f"{v:.3g}x"  # noqa: E731
-        per.add_row(p["problem"], str(p["candidates"]), "[green]yes[/]" if p["correct"] else
-                    ("[dim]no candidate[/]" if not p["candidates"] else "[red]no[/]"),
+        per.add_row(p["problem"], str(p["candidates"]), _correct_cell(p),
                     x(p["speedup_eager"]), x(p["speedup_compile"]),
                     ", ".join(f"{k} {v}" for k, v in p["failures"].items()))
     note = "" if s["speed_measured"] else "speed not measured (no GPU): only correctness was checked"
     return Group(head, fast, per, *([note] if note else []))
+
+
+def _correct_cell(p: dict[str, Any]) -> str:
+    if p["correct"]:
+        return "[green]yes[/]"
+    if not p["candidates"]:
+        return "[dim]no candidate[/]"
+    return "[yellow]not verified (no GPU)[/]" if p.get("unverified") else "[red]no[/]"
+
+
+def batch_exit(summary: dict[str, Any]) -> ExitCode:
+    """0 when every problem with candidates got a correct kernel; 4 when the others only compiled (no GPU to
+    run them); 1 when some failed, or nothing was evaluated."""
+    evaluated = [p for p in summary["per_problem"] if p["candidates"]]
+    if not evaluated:
+        return ExitCode.REJECTED
+    verdicts = ["accepted" if p["correct"] else "unverified" if p.get("unverified") else "rejected"
+                for p in evaluated]
+    return exit_for_verdicts(verdicts)
 
 
 def _gpus(text: str | None) -> list[int] | None:
@@ -157,7 +187,8 @@ def batch(
 ) -> None:
     """Verify or optimize every problem under DIR|FILE; running the same command again continues the batch.
 
-    Exit code 0 when every problem with candidates got a correct kernel, 1 when some did not.
+    Exit code 0 when every problem with candidates got a correct kernel, 1 when some did not, 4 when the
+    rest only compiled (CuTe DSL without a GPU: not verified).
     """
     from kernelagent.memory import open_store
     from kernelagent.tools.batch import BatchError, BatchOptions, BatchRunner, discover
@@ -186,5 +217,4 @@ def batch(
         console.print(summary_view(summary))
         console.print(f"[dim]batch {summary['batch_id']}: `kernelagent report {summary['batch_id'][:8]}` "
                       "writes an HTML report[/]")
-    ok = all(p["correct"] for p in summary["per_problem"] if p["candidates"]) and summary["evaluated"] > 0
-    raise typer.Exit(int(ExitCode.OK if ok else ExitCode.REJECTED))
+    raise typer.Exit(int(batch_exit(summary)))

@@ -2,7 +2,7 @@
 
 Exit codes (also in `kernelagent --help` and the README):
 0 accepted / success · 1 rejected, or nothing found · 2 usage or input error · 3 internal error ·
-130 interrupted.
+4 compiled but not verified (no GPU: a CuTe DSL kernel was never run) · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ class ExitCode(IntEnum):
     REJECTED = 1      # a candidate was rejected, or nothing was found
     INPUT = 2         # a usage error or a bad input file (the user's to fix)
     INTERNAL = 3      # kernelagent itself failed
+    UNVERIFIED = 4    # compiled but never run (no GPU): neither accepted nor rejected
     INTERRUPTED = 130  # Ctrl-C
 
 
 EXIT_CODES_HELP = ("Exit codes: 0 accepted / success, 1 rejected or nothing found, 2 usage or input error, "
-                   "3 internal error, 130 interrupted.")
+                   "3 internal error, 4 compiled but not verified (no GPU to run it), 130 interrupted.")
 
 
 class Device(StrEnum):
@@ -77,6 +78,15 @@ def exit_for_report(report) -> ExitCode:  # noqa: ANN001 - a verifier Report
     """The exit code a verification report maps to."""
     if report.accepted:
         return ExitCode.OK
+    if report.unverified:
+        return ExitCode.UNVERIFIED
     if report.blame == "problem":
         return ExitCode.INPUT
     return ExitCode.INTERNAL if report.category == "internal_error" else ExitCode.REJECTED
+
+
+def exit_for_verdicts(verdicts: list[str]) -> ExitCode:
+    """One code for several verifications: 1 when any was rejected, else 4 when any is unverified, else 0."""
+    if any(v not in ("accepted", "unverified") for v in verdicts):
+        return ExitCode.REJECTED
+    return ExitCode.UNVERIFIED if "unverified" in verdicts else ExitCode.OK

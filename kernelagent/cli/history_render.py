@@ -17,7 +17,7 @@ from rich.text import Text
 from kernelagent.memory.db import StoreError
 from kernelagent.memory.store import Store
 
-_VERDICT_STYLE = {"accepted": "green", "rejected": "red"}
+_VERDICT_STYLE = {"accepted": "green", "unverified": "yellow", "rejected": "red"}
 
 
 class AttemptNotFoundError(StoreError, LookupError):

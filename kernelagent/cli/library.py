@@ -12,7 +12,18 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.table import Table
 
-from kernelagent.cli.common import Device, DeviceOpt, ExitCode, JsonOpt, console, err, fail, verify_options
+from kernelagent.cli.common import (
+    Device,
+    DeviceOpt,
+    ExitCode,
+    JsonOpt,
+    console,
+    err,
+    exit_for_report,
+    exit_for_verdicts,
+    fail,
+    verify_options,
+)
 from kernelagent.kernels import LibraryError, get_entry, list_entries, user_root
 
 EXIT_OK, EXIT_REJECTED, EXIT_INPUT = ExitCode.OK, ExitCode.REJECTED, ExitCode.INPUT
@@ -80,12 +91,15 @@ def show_cmd(name: str, json_out: bool, console: Any, err: Any) -> int:
     return EXIT_OK
 
 
+_VERDICT_STYLE = {"accepted": "green", "unverified": "yellow"}  # unverified: compiled, not run (no GPU)
+
+
 def _verify_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(box=None)
     for col in ("entry", "shelf", "backend", "verdict", "ms", "vs eager", "drift / note"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        style = "green" if r["verdict"] == "accepted" else "bold red"
+        style = _VERDICT_STYLE.get(r["verdict"], "bold red")
         m = r.get("metrics") or {}
         note = "; ".join(r["drift"]) or (r["message"] if r["verdict"] != "accepted" else "")
         table.add_row(r["name"], r["origin"], r["backend"], f"[{style}]{r['verdict']}[/]",
@@ -115,10 +129,15 @@ def verify_cmd(name: str | None, json_out: bool, options: Any, record: bool, sou
         print(json.dumps(rows, indent=2, default=str))
     else:
         console.print(_verify_table(rows))
+        unverified = sum(r["verdict"] == "unverified" for r in rows)
+        if unverified:
+            console.print(f"[yellow]{unverified} kernel(s) compiled but could not be run without a GPU: not "
+                          "verified, and not recorded[/]")
         if written:
             console.print(f"recorded in the cards of: {', '.join(written)}")
-    ok = all(r["verdict"] == "accepted" for r in rows) and not any(r["drift"] for r in rows)
-    return EXIT_OK if ok else EXIT_REJECTED
+    if any(r["drift"] for r in rows):
+        return EXIT_REJECTED
+    return exit_for_verdicts([r["verdict"] for r in rows])  # 4: some compiled but could not be run (no GPU)
 
 
 def _reverify(entries: list[Any], options: Any, quiet: bool, console: Any) -> list[dict[str, Any]]:
@@ -172,8 +191,9 @@ def add_cmd(what: str, ref: Path | None, name: str | None, summary: str, options
     else:
         from kernelagent.cli.render import render_report
         console.print(render_report(report))
-        err.print("not added: the kernel was rejected")
-    return EXIT_OK if folder else EXIT_REJECTED
+        err.print("not added: the kernel compiled but could not be run without a GPU (not verified)"
+                  if report.unverified else "not added: the kernel was rejected")
+    return EXIT_OK if folder else exit_for_report(report)
 
 
 def _default_name(reference: Path) -> str:

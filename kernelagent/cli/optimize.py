@@ -173,7 +173,14 @@ def _agent(req: Request, config: Any, prov: Any, store: Any, options: Any, price
         JsonLines()({"event": "finished", **result.to_dict()})
     else:
         _print_result(result, req.json_out)
-    return EXIT_OK if result.accepted else EXIT_REJECTED
+    return result_exit(result)
+
+
+def result_exit(result: Any) -> ExitCode:
+    """0 accepted; 4 when nothing was accepted but a kernel compiled that could not be run (no GPU); else 1."""
+    if result.accepted:
+        return EXIT_OK
+    return ExitCode.UNVERIFIED if result.unverified else EXIT_REJECTED
 
 
 class JsonLines:
@@ -194,6 +201,9 @@ def _print_result(result: Any, json_out: bool) -> None:
         print(json.dumps(result.to_dict(), indent=2, default=str))
         return
     console.print(f"run {result.run_id}: {result.status}; {result.message}", markup=False, highlight=False)
+    if result.unverified:
+        console.print("[yellow]no kernel accepted: candidates compiled, but without a GPU none could be run "
+                      "(not verified)[/]")
     if result.out_path:
         console.print(f"[green]kernel[/] {result.out_path}   [dim]report {result.report_path}[/]")
 
@@ -220,7 +230,7 @@ def _offline(req: Request, options: Any, help_text: str, store: Any) -> int:
         print(json.dumps(result.to_dict(), indent=2, default=str))
     else:
         _render_offline(result)
-    return EXIT_OK if result.accepted else EXIT_REJECTED
+    return result_exit(result)
 
 
 def _render_offline(result: Any) -> None:

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kernelagent.verifier.judge.feedback import compile_lines, speed_lines
+from kernelagent.verifier.judge.feedback import UNVERIFIED_HEAD, compile_lines, speed_lines
 from kernelagent.verifier.report import Report
 
 _STATUS_STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow", "warning": "yellow"}
@@ -27,9 +27,19 @@ def stages_table(report: Report) -> Table:
     return table
 
 
+def verdict_title(report: Report) -> tuple[str, str]:
+    """The panel's title and colour: accepted, compiled but not verified (no GPU), or rejected."""
+    if report.accepted:
+        return "ACCEPTED", "green"
+    if report.unverified:
+        return UNVERIFIED_HEAD, "yellow"
+    return f"REJECTED: {report.category}", "red"
+
+
 def render_report(report: Report) -> Group:
     ok = report.accepted
-    title = Text("ACCEPTED" if ok else f"REJECTED: {report.category}", style="bold green" if ok else "bold red")
+    head, colour = verdict_title(report)
+    title = Text(head, style=f"bold {colour}")
     lines: list[object] = [Text(report.message)]
     env = report.environment
     where = env.get("gpu") or ("CPU (Triton interpreter)" if env.get("device") == "cpu" else env.get("device", ""))
@@ -51,8 +61,8 @@ def render_report(report: Report) -> Group:
     if not ok and report.feedback:
         detail = report.feedback.split("\n\n", 1)[1] if "\n\n" in report.feedback else ""
         if detail:
-            lines.append(Panel(Text(detail[:3000]), title="details", border_style="red"))
-    return Group(Panel(Group(*lines), title=title, border_style="green" if ok else "red"))
+            lines.append(Panel(Text(detail[:3000]), title="details", border_style=colour))
+    return Group(Panel(Group(*lines), title=title, border_style=colour))
 
 
 def confinement_line(c: dict[str, Any] | None) -> Text | None:

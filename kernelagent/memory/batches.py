@@ -22,6 +22,7 @@ from kernelagent.verifier.report import Report
 
 FAST_P = (0.0, 1.0, 1.5)
 NO_CANDIDATE = "no_candidate"
+UNVERIFIED = "unverified"  # the verdict of a kernel that compiled but could not be run (no GPU): never correct
 
 
 def batch_key(mode: str, inputs: list[str], options: dict[str, Any]) -> str:
@@ -160,9 +161,11 @@ def _best(group: list[dict[str, Any]]) -> dict[str, Any] | None:
 def _per_problem(group: list[dict[str, Any]]) -> dict[str, Any]:
     best = _best(group)
     tried = [r for r in group if r["status"] != NO_CANDIDATE]
-    failed = Counter(r["category"] for r in tried if r["verdict"] != "accepted")
+    failed = Counter(r["category"] for r in tried if r["verdict"] not in ("accepted", UNVERIFIED))
+    unverified = sum(r["verdict"] == UNVERIFIED for r in tried)
     return {"problem": group[0]["problem"], "problem_path": group[0]["problem_path"],
             "problem_id": group[0]["problem_id"], "candidates": len(tried), "correct": best is not None,
+            "unverified": unverified,
             "best_attempt": best["attempt_id"] if best else None,
             "best_candidate": best["candidate_path"] if best else None,
             "speedup_eager": best["speedup_eager"] if best else None,
@@ -194,7 +197,9 @@ def summarize(rows: list[dict[str, Any]], batch_id: str = "", mode: str = "") ->
     """The batch in KernelBench's terms, from its item rows (deterministic: a resumed batch gives the same).
 
     Shares are over evaluated problems (those with at least one candidate); without GPU timings the
-    fast_1 / fast_1.5 / geomean entries are None ("not measured").
+    fast_1 / fast_1.5 / geomean entries are None ("not measured"). `unverified` counts the problems with no
+    correct kernel whose candidates include one that compiled but could not be run (no GPU): not correct,
+    and not among the failures either.
     """
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -203,13 +208,14 @@ def summarize(rows: list[dict[str, Any]], batch_id: str = "", mode: str = "") ->
     evaluated = [p for p in problems if p["candidates"]]
     n = len(evaluated)
     correct = sum(p["correct"] for p in evaluated)
+    unverified = sum(1 for p in evaluated if not p["correct"] and p["unverified"])
     failures = Counter()
     for p in evaluated:
         failures.update(p["failures"])
     eager, compiled = _speed_block(evaluated, "speedup_eager", n), _speed_block(evaluated, "speedup_compile", n)
     return {"batch_id": batch_id, "mode": mode, "problems": len(problems), "evaluated": n,
             "no_candidate": len(problems) - n, "candidates": sum(p["candidates"] for p in problems),
-            "correct": correct, "correct_pct": 100.0 * correct / n if n else None,
+            "correct": correct, "correct_pct": 100.0 * correct / n if n else None, "unverified": unverified,
             "speed_measured": bool(eager["measured"] or compiled["measured"]), "eager": eager,
             "compile": compiled, "failures": dict(sorted(failures.items())), "per_problem": problems}
 

@@ -138,6 +138,17 @@ def m006_full_text_search(db: sqlite_utils.Database) -> None:
     _fts(db, "exchanges", ["prompt", "response"])
 
 
+@migration
+def m007_compile_only_is_unverified(db: sqlite_utils.Database) -> None:
+    """CuTe DSL kernels verified without a GPU were recorded as accepted (metrics.compile_only) before
+    the verdict `unverified` existed: they are unverified, and no run's best attempt."""
+    old = ("select id from attempts where verdict = 'accepted' and json_valid(metrics) "
+           "and json_extract(metrics, '$.compile_only')")
+    db.execute(f"update runs set best_attempt_id = null where best_attempt_id in ({old})")
+    db.execute(f"update batch_items set verdict = 'unverified', category = 'compile_only' where attempt_id in ({old})")
+    db.execute(f"update attempts set verdict = 'unverified', category = 'compile_only' where id in ({old})")
+
+
 def applied(db: sqlite_utils.Database) -> list[str]:
     """Names of the migrations already applied to `db`, oldest first."""
     if not db.table("_migrations").exists():

@@ -15,7 +15,8 @@ from typing import Any
 from kernelagent.memory.store import Store
 
 LESSON_MAX = 200
-SKIPPED_CATEGORIES = ("ok", "internal_error")  # internal errors are the verifier's fault, not a lesson
+# internal errors are the verifier's fault, and compile_only (compiled, never run: no GPU) no failure: no lesson
+SKIPPED_CATEGORIES = ("ok", "compile_only", "internal_error")
 
 _BEST_PER_PROBLEM = """
 select * from (

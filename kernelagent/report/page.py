@@ -12,7 +12,7 @@ body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#1f
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #d0d7de}
 table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}td,th{border:1px solid #d0d7de;padding:3px 8px}
 th{background:#f6f8fa;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.accepted{color:#1a7f37}.rejected{color:#cf222e}.muted{color:#656d76}
+.accepted{color:#1a7f37}.unverified{color:#9a6700}.rejected{color:#cf222e}.muted{color:#656d76}
 pre{background:#f6f8fa;padding:1rem;overflow:auto;font-size:.8rem;border:1px solid #d0d7de}
 figure{margin:1rem 0}
 """
@@ -42,8 +42,9 @@ def page(title: str, sections: list[str]) -> str:
 
 
 def _verdict(a: dict[str, Any]) -> str:
-    cls = "accepted" if a.get("verdict") == "accepted" else "rejected"
-    text = a.get("verdict") if cls == "accepted" else a.get("category") or a.get("verdict") or ""
+    cls = a.get("verdict") if a.get("verdict") in ("accepted", "unverified") else "rejected"
+    text = {"accepted": "accepted", "unverified": "compiled, not verified (no GPU)"}.get(
+        cls, a.get("category") or a.get("verdict") or "")
     return f'<span class="{cls}">{escape(str(text))}</span>'
 
 
@@ -96,6 +97,13 @@ def _attempts_table(attempts: list[dict[str, Any]]) -> str:
                  rows, {1, 2, 4, 6, 7})
 
 
+def _correct(p: dict[str, Any]) -> str:
+    """A problem's cell: yes, no, or compiled but not verified (its best kernels could not be run: no GPU)."""
+    if p["correct"]:
+        return "yes"
+    return '<span class="unverified">not verified (no GPU)</span>' if p.get("unverified") else "no"
+
+
 def batch_page(d: dict[str, Any]) -> str:
     """A batch: the fast_p table against eager and torch.compile, the speedup distribution, every problem."""
     s, b = d["summary"], d["batch"]
@@ -107,7 +115,7 @@ def batch_page(d: dict[str, Any]) -> str:
                    _num(s[key]["geomean_speedup"], "{:.3g}x"), s[key]["measured"]]
                   for name, key in (("eager", "eager"), ("torch.compile", "compile"))], {5})
     per = table(["problem", "candidates", "correct", "vs eager", "vs compile", "failures"],
-                [[escape(p["problem"]), p["candidates"], "yes" if p["correct"] else "no",
+                [[escape(p["problem"]), p["candidates"], _correct(p),
                   _num(p["speedup_eager"], "{:.3g}x"), _num(p["speedup_compile"], "{:.3g}x"),
                   escape(", ".join(f"{k} {v}" for k, v in p["failures"].items()))] for p in s["per_problem"]], {1})
     sections = [facts, "<h2>KernelBench summary</h2>", fast,

@@ -9,7 +9,8 @@ from html import escape
 
 W, H = 640, 320
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 44
-COLORS = {"accepted": "#1a7f37", "rejected": "#cf222e", "line": "#0969da", "ceiling": "#6e7781", "bar": "#0969da"}
+COLORS = {"accepted": "#1a7f37", "unverified": "#9a6700", "rejected": "#cf222e",
+          "line": "#0969da", "ceiling": "#6e7781", "bar": "#0969da"}
 
 
 @dataclass

@@ -90,7 +90,10 @@ def bench_result(report: Report, shapes: list[list[int]] | None) -> dict[str, An
                            "problem": report.problem, "candidate": report.candidate, "shapes": shapes,
                            "environment": report.environment,
                            "timing": {k: m[k] for k in TIMING_KEYS if m.get(k) is not None}}
-    if not report.accepted:
+    if report.unverified:
+        out["note"] = "the kernel compiled but could not be run without a GPU: neither verified nor timed"
+        out["feedback"] = report.feedback
+    elif not report.accepted:
         out["note"] = "the kernel was rejected, so it was not timed; see feedback"
         out["feedback"] = report.feedback
     elif not out["timing"].get("candidate_ms"):

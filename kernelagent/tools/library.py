@@ -244,6 +244,8 @@ def drift(card: dict[str, Any], backend: str, report: Report) -> list[str]:
     same = [r for r in rows if (r.get("gpu") or "cpu") == where]
     prev = (same or rows)[-1]
     when = f"{prev.get('date', '?')} on {prev.get('gpu') or prev.get('device', '?')}"
+    if report.unverified:  # compiled, never run (no GPU): neither a lost verdict nor a time to compare
+        return []
     if not report.accepted:
         return [f"was accepted {when}; now {report.category}: {report.message[:160]}"]
     old, new = prev.get("candidate_ms"), report.metrics.get("candidate_ms")
@@ -283,6 +285,14 @@ def writable(entry: LibraryEntry) -> bool:
     return not installed and entry.path.is_relative_to(LIBRARY_ROOT)
 
 
+def recordable(r: dict[str, Any]) -> bool:
+    """A `library verify` row that may go into a card: one with a card row and no verdict other than accepted.
+    Never a compile-only run (verdict `unverified`; outputs older than that verdict said `accepted` with
+    metrics.compile_only), which ran nothing."""
+    compile_only = bool((r.get("metrics") or {}).get("compile_only"))
+    return bool(r.get("row")) and r.get("verdict", "accepted") == "accepted" and not compile_only
+
+
 def record(rows: list[dict[str, Any]]) -> list[str]:
     """Put each accepted row into its entry's card (replacing one for the same backend, device and versions).
 
@@ -290,7 +300,7 @@ def record(rows: list[dict[str, Any]]) -> list[str]:
     """
     written = []
     for r in rows:
-        if not r.get("row"):
+        if not recordable(r):
             continue
         entry = get_entry(r["name"])
         if not writable(entry):
@@ -327,5 +337,5 @@ def examples_for(op_signature: list[str], backend: str, limit: int = 2) -> list[
 
 
 __all__ = ["KernelSource", "LibraryError", "add_entry", "drift", "entry_summary", "examples_for", "get_entry",
-           "list_entries", "match_problem", "record", "remove_entry", "resolve_kernel", "reverify",
+           "list_entries", "match_problem", "record", "recordable", "remove_entry", "resolve_kernel", "reverify",
            "verified_row", "verify_entry", "writable"]

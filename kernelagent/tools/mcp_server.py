@@ -38,7 +38,8 @@ A problem file defines `class Model(nn.Module)`, `get_inputs()`, `get_init_input
 A candidate defines `class ModelNew(nn.Module)` with the same constructor and forward, computing with its
 own @triton.jit / CuTe DSL kernels (PyTorch only allocates and reshapes). Call `guide` ("skill" first,
 then "triton" or "cute") before writing one; call `verify` after every change and fix what
-`report.feedback` says; accepted means correct on fresh inputs and no cheat found. Paths are resolved
+`report.feedback` says; accepted means correct on fresh inputs and no cheat found. Verdict `unverified`
+(a CuTe DSL kernel on a server without a GPU) means compiled but never run: not accepted. Paths are resolved
 from the server's working directory; absolute paths are safest."""
 
 ProblemArg = Annotated[str, Field(description="Path of the problem file (KernelBench format: Model, get_inputs).")]

@@ -35,9 +35,14 @@ class OfflineResult:
     def accepted(self) -> bool:
         return self.report is not None and self.report.accepted
 
+    @property
+    def unverified(self) -> bool:
+        """The library kernel compiled but could not be run (no GPU): not accepted, and not written."""
+        return self.report is not None and self.report.unverified
+
     def to_dict(self) -> dict[str, Any]:
         return {"mode": "offline", "problem": self.problem, "matches": self.matches, "library_entry": self.chosen,
-                "accepted": self.accepted, "out_path": self.out_path,
+                "accepted": self.accepted, "unverified": self.unverified, "out_path": self.out_path,
                 "report": self.report.to_dict() if self.report else None, "provider_help": self.provider_help,
                 "notes": self.notes, "checked": self.checked, "not_checked": self.not_checked,
                 "run_id": self.run_id}
@@ -85,7 +90,8 @@ def describe_checks(result: OfflineResult, compared: int) -> None:
     if report is None:
         return
     trials = report.metrics.get("trials")
-    verdict = "accepted" if report.accepted else f"rejected ({report.category})"
+    verdict = ("accepted" if report.accepted else "compiled, but not run (no GPU): not verified, not written"
+               if report.unverified else f"rejected ({report.category})")
     result.checked.append(f"verified the library kernel {result.chosen} on your problem: {verdict}"
                           + (f" over {trials} trials" if trials else ""))
     for stage in report.stages:
@@ -107,7 +113,7 @@ def record_offline(store: Any, problem: str | Path, backend: str, result: Offlin
     if result.report is not None:
         source = Path(result.report.candidate.get("path") or "").read_text() if result.report.candidate else ""
         attempt_id = store.record_attempt(run_id=run_id, problem_id=problem_id, source=source, report=result.report)
-    status = "accepted" if result.accepted else ("rejected" if result.report is not None else "no_match")
+    status = "no_match" if result.report is None else result.report.verdict  # accepted | unverified | rejected
     store.update_run(run_id, status=status, finished=True,
                      best_attempt_id=attempt_id if result.accepted else None)
     return run_id

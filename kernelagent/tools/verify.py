@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelagent.verifier.api import Progress, Verifier
+from kernelagent.verifier.judge.feedback import UNVERIFIED_HEAD
 from kernelagent.verifier.report import Report
 
 
@@ -53,7 +54,10 @@ def verify_file(verifier: Verifier, problem: str | Path, candidate: Path, progre
 
 def summary(report: Report) -> str:
     """One line: the verdict, its category and the message, as the CLI's panel title says it."""
-    head = "ACCEPTED" if report.accepted else f"REJECTED: {report.category}"
+    if report.accepted:
+        head = "ACCEPTED"
+    else:
+        head = UNVERIFIED_HEAD if report.unverified else f"REJECTED: {report.category}"
     return f"{head}: {report.message}" if report.message else head
 
 

@@ -11,11 +11,22 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the verdict `unverified` (category `compile_only`)
 
-# Every category a report can carry. `ok` is the only one with verdict `accepted`.
+# Every verdict a report can carry; `verdict_of` says which category gives which.
+VERDICTS: dict[str, str] = {
+    "accepted": "correct on every trial and every integrity check passed (category `ok`)",
+    "unverified": "compiled, but never run: no GPU here, so no output was compared (category `compile_only`); "
+                  "not an acceptance",
+    "rejected": "any other category: what failed is named by the category",
+}
+
+# Every category a report can carry. `ok` is the only one with verdict `accepted`, `compile_only` the only
+# one with verdict `unverified`.
 CATEGORIES: dict[str, str] = {
     "ok": "accepted: correct on every trial and every integrity check passed",
+    "compile_only": "unverified: a CuTe DSL kernel compiled for sm_90a and its launches were reached, but without a "
+                    "GPU it never ran, so correctness is unknown",
     "load_error": "a file could not be loaded (syntax error, import error, missing Model/ModelNew/get_inputs)",
     "policy_violation": "the candidate's source breaks a rule (PyTorch compute, I/O, introspection, ...)",
     "compile_error": "the kernel failed to compile",
@@ -41,6 +52,13 @@ CATEGORY_PRIORITY = [
     "input_mutation", "stale_memory", "caching_detected", "stream_violation", "timing_violation",
     "fallback_to_reference", "no_kernel_launched", "nondeterministic", "nan_inf", "mismatch",
 ]
+
+
+def verdict_of(category: str) -> str:
+    """The verdict a category carries: the one place this is decided (accepted, unverified or rejected)."""
+    if category == "ok":
+        return "accepted"
+    return "unverified" if category == "compile_only" else "rejected"
 
 
 @dataclass
@@ -73,6 +91,11 @@ class Report:
     def accepted(self) -> bool:
         return self.verdict == "accepted"
 
+    @property
+    def unverified(self) -> bool:
+        """Compiled but never run (no GPU): neither accepted nor rejected, and never to be taken for either."""
+        return self.verdict == "unverified"
+
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
 
@@ -88,6 +111,6 @@ class Report:
 
 
 def rejected(category: str, message: str, **kw: Any) -> Report:
-    """A rejected report; `category` must be one of CATEGORIES."""
-    assert category in CATEGORIES, category
+    """A rejected report; `category` must be one of CATEGORIES that rejects (not `ok`, not `compile_only`)."""
+    assert category in CATEGORIES and verdict_of(category) == "rejected", category
     return Report(verdict="rejected", category=category, message=message, **kw)

@@ -25,14 +25,17 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # values that report.py states in words (docstrings, comments), given here as enumerations
 ENUMS: dict[tuple[str, str], list[str]] = {
-    ("Report", "verdict"): ["accepted", "rejected"],
+    ("Report", "verdict"): list(R.VERDICTS),
     ("Report", "category"): list(R.CATEGORIES),
     ("Report", "blame"): ["candidate", "problem", "verifier"],
     ("Stage", "status"): ["passed", "failed", "skipped", "warning"],
 }
 DOCS: dict[tuple[str, str], str] = {
-    ("Report", "verdict"): "accepted only when every stage passed; category is then `ok`",
-    ("Report", "category"): "why: one of the categories below (`ok` for accepted); see x-categories",
+    ("Report", "verdict"): "accepted only when every stage passed (category `ok`); unverified when a kernel "
+                           "compiled but could not be run without a GPU (category `compile_only`): not an "
+                           "acceptance; rejected otherwise. See x-verdicts",
+    ("Report", "category"): "why: one of the categories below (`ok` for accepted, `compile_only` for unverified); "
+                            "see x-categories",
     ("Report", "message"): "one line saying what decided the verdict",
     ("Report", "feedback"): "text written for an LLM: trimmed error, where and how much outputs differ, timings",
     ("Report", "problem"): "path, name and sha256 of the problem file",
@@ -41,7 +44,8 @@ DOCS: dict[tuple[str, str], str] = {
     ("Report", "metrics"): "numbers: verify_seconds, trials, trials_passed, rel_l2, max_abs_err, candidate_ms, "
                            "eager_ms, compile_ms, speedup_eager, speedup_compile, roofline_pct, cost_seconds, ...",
     ("Report", "environment"): "device, gpu, driver, python, torch, triton, cutlass versions",
-    ("Report", "blame"): "whose fault a rejection is: the candidate's, the problem's (exit 2) or the verifier's",
+    ("Report", "blame"): "whose fault a rejection is: the candidate's, the problem's (exit 2) or the verifier's "
+                         "(meaningful for verdict `rejected` only)",
     ("Report", "schema"): "version of this schema; bumped when a field changes meaning or goes away",
     ("Report", "created"): "ISO 8601 time (UTC) the report was made",
     ("Stage", "name"): "load, policy, reference, import, correctness, probes, compile, integrity, timing, ...",
@@ -105,6 +109,7 @@ def report_schema() -> dict[str, Any]:
         "description": "The output of `kernelagent verify --json` and of the MCP `verify` tool.",
         "x-schema-version": R.SCHEMA_VERSION,
         "x-generated-from": {"module": "kernelagent/verifier/report.py", "sha256": source_digest()},
+        "x-verdicts": dict(R.VERDICTS),
         "x-categories": dict(R.CATEGORIES),
         **{k: v for k, v in root.items() if k != "description"},
         "$defs": {"Stage": _object(R.Stage)},

@@ -109,3 +109,27 @@ def test_a_spent_gpu_budget_verifies_nothing_more(problem, home, monkeypatch):
         result, store, _ = run(problem, llm.provider(server.url, monkeypatch), home, budget_gpu_s=0.0)
     assert result.status == "budget_exhausted" and len(server.requests) == 1 and result.turns == 1
     assert store.attempts_for_run(result.run_id) == [] and result.history[0]["category"] == "budget"
+
+
+def test_a_kernel_compiled_without_a_gpu_is_never_taken_for_accepted(problem, home, monkeypatch):
+    """CuTe DSL on CPU: each candidate compiles and is never run (verdict unverified). The loop goes on (no
+    `accepted_unmeasured` stop, no restart as if repairs had failed), the model hears that nothing checked its
+    outputs, and the run ends with no accepted kernel and none written."""
+    llm = LLMS[0]
+    script = [reply(kernel("compile_only", f"try {i}")) for i in range(3)]
+    with llm.server_cls(script) as server:
+        result, store, events = run(problem, llm.provider(server.url, monkeypatch), home, turns=3, max_repairs=2)
+    assert len(server.requests) == 3 and result.turns == 3 and result.status == "turns_exhausted"
+    assert not result.accepted and result.unverified and result.best is None and result.out_path is None
+    assert result.to_dict()["accepted"] is False and result.to_dict()["unverified"] is True
+    second, third = (llm.fakes.last_user_text(b) for b in server.requests[1:])
+    for text in (second, third):
+        assert "compiled, but NOT verified" in text and "COMPILED, NOT VERIFIED (no GPU)" in text
+        assert "nothing has checked what it computes" in text
+        assert "accepted it" not in text and "Several repairs" not in text
+    attempts = store.attempts_for_run(result.run_id)
+    assert [(a["verdict"], a["category"]) for a in attempts] == [("unverified", "compile_only")] * 3
+    assert store.run(result.run_id)["best_attempt_id"] is None
+    assert not any(e.get("accepted") for e in events if e["event"] in ("selected", "done"))
+    md = Path(result.report_path).read_text()
+    assert "0 accepted, 3 compiled but not run (no GPU)" in md and "**Not verified**" in md

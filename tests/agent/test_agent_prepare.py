@@ -3,6 +3,7 @@ and records itself in memory (tools/optimize.py through `kernelagent optimize`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,37 @@ def test_the_offline_path_says_what_it_did_not_check_and_records_itself(home, pr
         [attempt] = store.attempts_for_run(run["id"])
         assert attempt["verdict"] == "accepted" and attempt["source"] == "# the library kernel\n"
         assert [row["id"] for row in store.history()] == [attempt["id"]]
+
+
+class OfflineCuteVerifier(OfflineVerifier):
+    """The offline path's verifier on a machine without a GPU, for a CuTe DSL library kernel: compiled, not run."""
+
+    def verify(self, problem: Any, candidate: Any) -> Report:
+        return Report(verdict="unverified", category="compile_only",
+                      message="compiled for sm_90a; correctness NOT run (no GPU)",
+                      candidate={"path": str(candidate), "backend": "cute"}, metrics={"compile_only": True},
+                      environment={"device": "cpu"})
+
+
+def test_the_offline_path_neither_accepts_nor_writes_a_kernel_it_could_only_compile(home, problem, tmp_path,
+                                                                                     monkeypatch):
+    from kernelagent.tools import library
+
+    kernel = tmp_path / "lib_cute.py"
+    kernel.write_text("# the library's CuTe kernel\n")
+
+    class Entry:
+        name, backends = "relu", {"cute": kernel}
+
+    monkeypatch.setattr("kernelagent.verifier.api.Verifier", OfflineCuteVerifier)
+    monkeypatch.setattr(library, "match_problem", lambda p, v: [{"name": "relu", "match": True}])
+    monkeypatch.setattr(library, "get_entry", lambda name: Entry())
+    out = tmp_path / "out.py"
+    res = CliRunner().invoke(app, ["optimize", str(problem), "--backend", "cute", "--out", str(out), "--json"])
+    assert res.exit_code == 4, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["accepted"] is False and doc["unverified"] is True and doc["out_path"] is None and not out.exists()
+    assert any("compiled, but not run (no GPU): not verified, not written" in c for c in doc["checked"])
+    with open_store(home) as store:
+        [run] = store.runs()
+        assert run["status"] == "unverified" and run["best_attempt_id"] is None

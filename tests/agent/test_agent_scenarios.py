@@ -226,3 +226,16 @@ def test_thinking_budget_reaches_the_api(cli, problem, home):
     assert res.exit_code == 0, res.stderr
     assert fake.requests[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert fake.requests[0]["max_tokens"] == 3048
+
+
+def test_a_run_that_only_compiled_exits_4_not_0(cli, problem, home):
+    """Without a GPU a CuTe DSL kernel compiles and is never run: the run accepts nothing and says so with
+    exit 4 (compiled but not verified), not 0 (accepted) nor 1 (rejected); no kernel file is written."""
+    with FakeAnthropic([reply(kernel("compile_only lang=cute"))]) as fake:
+        res = cli("optimize", str(problem), "--backend", "cute", "--turns", "1", "--candidates", "1", "--json",
+                  url=fake.url)
+    assert res.exit_code == 4, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["accepted"] is False and doc["unverified"] is True and doc["out_path"] is None
+    run, attempts = _store_rows(home)
+    assert run["best_attempt_id"] is None and [a["verdict"] for a in attempts] == ["unverified"]

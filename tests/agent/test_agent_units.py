@@ -7,9 +7,10 @@ import io
 from rich.console import Console
 
 from kernelagent.agent.config import OptimizeConfig
-from kernelagent.agent.feedback import FeedbackContext, candidate_feedback, trim_history
+from kernelagent.agent.feedback import FeedbackContext, candidate_feedback, standing, trim_history
 from kernelagent.agent.progress import LiveView, ProgressState, render
-from kernelagent.agent.select import choose, stop_reason
+from kernelagent.agent.scoring import score
+from kernelagent.agent.select import best_of, better, choose, stop_reason
 from kernelagent.agent.state import Branch
 
 
@@ -31,6 +32,19 @@ def test_choose_ranks_by_score_then_recency_and_drops_dead_ends():
     assert [b["key"] for b in choose(pool, 3, max_repairs=5)] == ["faster", "new-fast", "old-fast"]
     assert [b["key"] for b in choose(pool[3:5], 2, max_repairs=5)] == ["miss"]
     assert choose([_branch("stuck", (1, 5), repairs=5)], 2, max_repairs=5) == []
+
+
+def test_an_unverified_kernel_ranks_as_a_miss_and_is_never_the_best():
+    """Compiled, never run (no GPU): above the failures it can be told from, below any pass, never `best`."""
+    unverified = _report("unverified", "compile_only", device="cpu")
+    untimed_pass = _report("accepted", "ok", device="cpu")
+    assert score(_report(category="compile_error")) < score(unverified) < score(untimed_pass)
+    assert score(unverified)[0] == score(_report())[0] == 1
+    cand = {"key": "t1c0", "turn": 1, "index": 0, "source": "x", "report": unverified}
+    assert best_of([cand], None) is None and not better(cand, None)
+    assert stop_reason(_state(), OptimizeConfig(turns=5), None, 0, [_cand(report=unverified)]) is None
+    anchor = {"key": "t1c0", "turn": 1, "verdict": "unverified", "category": "compile_only", "source": "S"}
+    assert standing(anchor) == "turn 1, compiled, not verified (no GPU)"
 
 
 def _state(turn=2, cost=0.0, tokens=0, seconds=0.0):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.paths import SOFTMAX_PROBLEM, softmax_case
+from tests.paths import PROBLEMS, SOFTMAX_PROBLEM, WRONG, softmax_case
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +37,23 @@ def test_verify_exit_codes_and_json(tmp_path):
     assert "Traceback" not in missing.stderr + usage.stderr
     hist = json.loads(ka("history", "--json", home=tmp_path).stdout)  # CLI verifies are kept in the history
     assert sorted(h["verdict"] for h in hist) == ["accepted", "rejected"]
+
+
+def test_a_cute_file_verified_without_a_gpu_exits_4_and_is_never_called_accepted(tmp_path):
+    """The red team's decoy (a Triton kernel writing zeros beside a CuTe kernel doing nothing) on CPU: compiled,
+    never run, so the verdict is `unverified` with exit 4, in the JSON, the panel and the history alike."""
+    decoy = WRONG / "dynamic" / "cute_triton_zeros_no_gpu.py"
+    problem = PROBLEMS / "corpus" / "softmax.py"
+    res = ka("verify", str(decoy), "--ref", str(problem), "--json", "--seeds", "1", "--device", "cpu", home=tmp_path)
+    assert res.returncode == 4, res.stderr[-2000:]
+    report = json.loads(res.stdout)
+    assert (report["verdict"], report["category"]) == ("unverified", "compile_only")
+    assert report["metrics"]["compile_only"] is True and report["feedback"].startswith("COMPILED, NOT VERIFIED")
+    shown = ka("verify", str(decoy), "--ref", str(problem), "--seeds", "1", "--device", "cpu", home=tmp_path)
+    assert shown.returncode == 4 and "COMPILED, NOT VERIFIED (no GPU)" in shown.stdout
+    assert "ACCEPTED" not in shown.stdout and "REJECTED" not in shown.stdout
+    hist = json.loads(ka("history", "--json", home=tmp_path).stdout)
+    assert [h["verdict"] for h in hist] == ["unverified", "unverified"]
 
 
 def test_optimize_offline_finds_the_library_softmax(tmp_path):

@@ -1,5 +1,6 @@
 """Dynamic cheat corpus: each file in tests/corpus/wrong/dynamic/ must be rejected under its category, by the
-worker's run-time checks alone where it says `# policy: off`; honest files must be accepted.
+worker's run-time checks alone where it says `# policy: off` (a file expecting `compile_only` gets the verdict
+`unverified` instead: compiled, never run, never accepted); honest files must be accepted.
 
 Header of a candidate file:
     # expect: CATEGORY        the report's category
@@ -27,7 +28,7 @@ import pytest
 
 from kernelagent.verifier.api import Verifier
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.report import CATEGORIES, Report
+from kernelagent.verifier.report import CATEGORIES, Report, verdict_of
 from kernelagent.verifier.sandbox.pool import WorkerPool
 from tests.corpus.headers import header as _header
 from tests.paths import CORPUS, WRONG
@@ -202,7 +203,8 @@ def test_corpus_headers_and_coverage():
 @pytest.mark.parametrize("case", params("rejected", LOCAL))
 def test_cheat_is_rejected(case: Case, verifiers):
     report = report_for(case, verifiers)
-    assert report.verdict == "rejected", f"{case.name} was accepted: {report.message}"
+    assert not report.accepted, f"{case.name} was accepted: {report.message}"
+    assert report.verdict == verdict_of(case.expect) != "accepted", f"{case.name}: {report.verdict}"
     if case.policy == "off":
         policy = report.stage("policy")
         assert policy is not None and policy.status == "skipped"

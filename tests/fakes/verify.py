@@ -4,6 +4,7 @@
     # FAKE: mismatch               rejected, a mismatch summary in the feedback
     # FAKE: ok speedup=1.7         accepted and timed on a (fake) GPU
     # FAKE: ok                     accepted on CPU: no timing
+    # FAKE: compile_only           unverified: compiled for sm_90a, never run (CuTe DSL on a machine without a GPU)
     # FAKE: policy_violation       rejected, a policy finding
     # FAKE: cute_error             rejected, a CuTe DSL error that arrives twice, the second copy coloured
     # FAKE: traceback              rejected, a traceback naming the candidate file by its full path
@@ -20,8 +21,9 @@ import os
 import time
 from pathlib import Path
 
+from kernelagent.verifier.judge.feedback import build_feedback
 from kernelagent.verifier.options import VerifyOptions
-from kernelagent.verifier.report import Report, Stage, rejected
+from kernelagent.verifier.report import Report, Stage, rejected, verdict_of
 
 COMPILER_ERROR = ("triton.compiler.errors.CompilationError: at 14:12:\n"
                   "    acc += tl.dot(a, b)\n            ^\nAssertionError: First input shape (16, 8) and "
@@ -86,6 +88,12 @@ def _judge(d: dict[str, str], path: str = "", backend: str | None = None) -> Rep
     if "mismatch" in d:
         return rejected("mismatch", "output 0 differs from the reference", stages=stages, feedback=MISMATCH,
                         environment={"device": "cuda"})
+    if "compile_only" in d:
+        report = Report(verdict=verdict_of("compile_only"), category="compile_only", stages=stages,
+                        message="compiled for sm_90a; correctness NOT run (no GPU)", metrics={"compile_only": True},
+                        environment={"device": "cpu"})
+        report.feedback = build_feedback(report, notes=["correctness was NOT run without a GPU"])
+        return report
     if "ok" not in d:
         return rejected("load_error", "no FAKE directive", stages=stages, feedback="no directive")
     if "speedup" not in d:

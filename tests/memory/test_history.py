@@ -186,6 +186,22 @@ def test_summary_without_timings_says_not_measured():
     assert s["eager"]["fast_1"] is None and s["eager"]["geomean_speedup"] is None
 
 
+def test_summary_counts_compiled_but_unverified_apart_from_correct_and_failed():
+    """A problem whose best candidate only compiled (CuTe DSL, no GPU) is neither correct nor a failure."""
+    rows = [_item("a", "k", "accepted"), _item("b", "k", "unverified", category="compile_only"),
+            _item("c", "k1", "unverified", category="compile_only"), _item("c", "k2", "rejected"),
+            _item("d", "k", "rejected"), _item("e", "k1", "accepted"), _item("e", "k2", "unverified",
+                                                                               category="compile_only")]
+    s = B.summarize(rows)
+    assert (s["evaluated"], s["correct"], s["unverified"]) == (5, 2, 2)  # b and c; e is correct
+    assert s["eager"]["fast_0"] == pytest.approx(2 / 5)
+    assert s["failures"] == {"mismatch": 2} and "compile_only" not in s["failures"]
+    per = {p["problem"]: p for p in s["per_problem"]}
+    assert not per["b"]["correct"] and per["b"]["unverified"] == 1 and per["b"]["failures"] == {}
+    assert per["c"]["unverified"] == 1 and per["c"]["failures"] == {"mismatch": 1}
+    assert per["e"]["correct"] and per["e"]["best_candidate"] == "k1"
+
+
 def test_batches_are_found_again_by_their_key(store):
     first, resumed = B.open_batch(store, mode="verify", inputs=["/a.py", "/b.py"], options={"seeds": 1})
     again, resumed_again = B.open_batch(store, mode="verify", inputs=["/b.py", "/a.py"], options={"seeds": 1})

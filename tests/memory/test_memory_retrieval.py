@@ -109,6 +109,19 @@ def test_lessons_without_lineage_use_turn_order_and_stay_short(store, report):
     assert line.endswith("fixed 3 turns later by adding `guard = offs < n`") and len(line) <= LESSON_MAX
 
 
+def test_compiled_but_unverified_kernels_are_neither_examples_nor_lessons(store, report):
+    """CuTe DSL verified without a GPU (verdict unverified): never recalled as an accepted kernel, and not a
+    failure to learn from either."""
+    pid = _problem(store, "softmax", SOFTMAX_SIG)
+    for turn in range(3):
+        store.record_attempt(run_id=None, problem_id=pid, turn=turn, source=f"cute {turn}\n",
+                             report=report("unverified", "compile_only", backend="cute"))
+    assert similar_accepted(store, SOFTMAX_SIG, backend="cute") == []
+    assert lessons(store, "cute", min_count=1) == []
+    _fail(store, report, pid, None, 4, "compile_error", "a real failure", backend="cute")
+    assert lessons(store, "cute", min_count=1) == ["compile_error (1x): a real failure"]
+
+
 def test_change_summary():
     assert change_summary("a\nb\n", "a\n# note\n\nb\n") == "an unchanged source"
     assert change_summary("a\nb\nc\n", "a\nc\n") == "removing `b`"

@@ -64,6 +64,29 @@ def test_database_from_first_migration_is_upgraded(tmp_path: Path):
         assert store.problem("old")["id"] == "p1"  # rows survive the upgrade
 
 
+def test_compile_only_acceptances_become_unverified(tmp_path: Path):
+    """m007: attempts recorded as accepted on compilation alone (no GPU) are unverified after the upgrade,
+    and stop being a run's best attempt; a real acceptance is left alone."""
+    db = open_db(tmp_path / "kernelagent.db")
+    migrate(db, upto="m006_full_text_search")
+    db.table("problems").insert({"id": "p1", "name": "p", "source": "x", "shapes": "", "op_signature": "[]",
+                                 "created": "2026-12-01"})
+    db.table("batches").insert({"id": "b", "key": "k", "mode": "verify", "status": "done"})
+    for rid, aid, metrics in (("r1", "a1", '{"compile_only": true}'), ("r2", "a2", '{"trials": 9}')):
+        db.table("runs").insert({"id": rid, "problem_id": "p1", "status": "accepted", "best_attempt_id": aid})
+        db.table("attempts").insert({"id": aid, "run_id": rid, "problem_id": "p1", "verdict": "accepted",
+                                     "category": "ok", "metrics": metrics, "source": "", "message": "", "feedback": ""})
+        db.table("batch_items").insert({"batch_id": "b", "problem_id": "p1", "candidate_sha": aid, "attempt_id": aid,
+                                        "verdict": "accepted", "category": "ok"})
+    db.close()
+    with open_store(tmp_path) as store:
+        attempts = {r["id"]: (r["verdict"], r["category"]) for r in store.db.table("attempts").rows}
+        assert attempts == {"a1": ("unverified", "compile_only"), "a2": ("accepted", "ok")}
+        assert {r["id"]: r["best_attempt_id"] for r in store.db.table("runs").rows} == {"r1": None, "r2": "a2"}
+        items = {r["attempt_id"]: r["verdict"] for r in store.db.table("batch_items").rows}
+        assert items == {"a1": "unverified", "a2": "accepted"}
+
+
 def test_migrate_rejects_unknown_name(store):
     with pytest.raises(ValueError, match="unknown migration"):
         migrate(store.db, upto="m999_nothing")

@@ -123,3 +123,30 @@ def test_verify_from_a_saved_run_records_into_the_card(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert CliRunner().invoke(app, ["library", "verify", "--from", str(bad)]).exit_code == 2
+
+
+def test_a_compiled_but_unverified_kernel_is_no_drift_and_never_recorded(tmp_path):
+    """CuTe DSL verified without a GPU: compiled, never run. Not a lost verdict (no drift), no card row, never
+    recorded (nor a row from before the verdict existed, `accepted` with metrics.compile_only); `library
+    verify` exits 4, not 0 (accepted) nor 1 (rejected)."""
+    from typer.testing import CliRunner
+
+    from kernelagent.cli.app import app
+
+    card = {"verified": [{"backend": "cute", "gpu": "NVIDIA H200", "candidate_ms": 0.2, "date": "2026-11-30"}]}
+    unverified = Report(verdict="unverified", category="compile_only", message="compiled for sm_90a; correctness "
+                        "NOT run (no GPU)", metrics={"compile_only": True}, environment={"device": "cpu"})
+    assert lib.drift(card, "cute", unverified) == []
+    folder = _user_entry()
+    row = lib.verify_result(get_entry("mine"), "triton", unverified)
+    assert row["verdict"] == "unverified" and row["row"] is None and row["drift"] == []
+    legacy = {**row, "verdict": "accepted", "row": lib.verified_row(unverified, "triton")}
+    forged = {**legacy, "verdict": "unverified", "metrics": {}}
+    assert not lib.recordable(legacy) and not lib.recordable(forged) and lib.record([legacy, forged]) == []
+    saved = tmp_path / "cpu.json"
+    saved.write_text(json.dumps([row]))
+    res = CliRunner().invoke(app, ["library", "verify", "mine", "--from", str(saved), "--record"])
+    assert res.exit_code == 4, res.output
+    text = " ".join(res.output.split())
+    assert "compiled but could not be run without a GPU" in text and "recorded in the cards" not in text
+    assert json.loads((folder / "card.json").read_text())["verified"] == []

@@ -184,14 +184,14 @@ class BatchRunner:
                        "message": str(e)})
             return
         best = result.best or {}
+        verdict = "accepted" if result.accepted else B.UNVERIFIED if result.unverified else "rejected"
         B.record_item(self.store, batch_id=self.batch_id, problem_path=w.problem.path, problem_name=w.problem.name,
                       status=result.status, run_id=result.run_id, attempt_id=best.get("attempt_id"),
-                      verdict="accepted" if result.accepted else "rejected",
-                      category="ok" if result.accepted else result.status, worker=shard.label,
+                      verdict=verdict, category="ok" if result.accepted else result.status, worker=shard.label,
                       seconds=time.monotonic() - t0)
         self.emit({"event": "done", "shard": shard.label, "problem": w.problem.name, "candidate": "",
-                   "verdict": "accepted" if result.accepted else "rejected", "category": result.status,
-                   "speedup": best.get("speedup"), "run_id": result.run_id})
+                   "verdict": verdict, "category": result.status, "speedup": best.get("speedup"),
+                   "run_id": result.run_id})
 
     def store_home(self) -> Path:
         from kernelagent.memory.store import default_home

@@ -11,6 +11,7 @@ from typing import Any
 from kernelagent.verifier.report import Report
 
 MAX_FEEDBACK = 6000
+UNVERIFIED_HEAD = "COMPILED, NOT VERIFIED (no GPU)"  # every client's words for verdict `unverified`
 
 
 def _fmt_ms(x: float | None) -> str:
@@ -59,8 +60,10 @@ def compile_lines(kernels: list[dict[str, Any]], most: int = 4) -> list[str]:
 def build_feedback(report: Report, *, detail: str = "", notes: list[str] | None = None,
                    kernels: list[dict[str, Any]] | None = None) -> str:
     if report.accepted:
-        head = ("ACCEPTED (compile only): " + report.message if report.metrics.get("compile_only")
-                else "ACCEPTED: correct on every trial.")
+        head = "ACCEPTED: correct on every trial."
+    elif report.unverified:
+        head = (f"{UNVERIFIED_HEAD}: {report.message}. The kernel was never run, so nothing checked its "
+                "outputs: correctness is unknown until it is verified on a GPU.")
     else:
         head = f"REJECTED ({report.category}): {report.message}"
     parts = [head]

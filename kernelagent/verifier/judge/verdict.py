@@ -75,7 +75,7 @@ def _done(base: Report, stages: list[Stage], category: str, message: str, *, det
           notes: list[str] | None = None, kernels: list[dict[str, Any]] | None = None) -> Report:
     base.stages = stages
     base.category = category
-    base.verdict = "accepted" if category == "ok" else "rejected"
+    base.verdict = R.verdict_of(category)
     base.message = message
     base.feedback = build_feedback(base, detail=detail, notes=notes, kernels=kernels)
     return base
@@ -147,7 +147,9 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
     if failure:
         cpu_cute = device == "cpu" and cspec.backend == "cute" and failure.get("category") == "no_gpu"
         if not cpu_cute:
-            category = failure["category"] if failure["category"] in R.CATEGORIES else "runtime_error"
+            category = failure["category"]
+            if category not in R.CATEGORIES or R.verdict_of(category) != "rejected":  # a failure never passes
+                category = "runtime_error"
             return _done(base, stages, category, failure["message"],
                          detail=_trim_traceback(failure.get("detail", ""), str(cand_path)), notes=notes,
                          kernels=kernels)
@@ -173,9 +175,10 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
 
 def _cute_compile_only(base: Report, stages: list[Stage], facts: CandidateFacts, notes: list[str],
                        kernels: list[dict[str, Any]]) -> Report:
-    """CuTe DSL on a machine without a GPU: the verdict rests on compilation alone, and says so. Only the
-    worker's own count of compiled launches it skipped is evidence (a forward that raises a no-GPU error
-    of its own before reaching one compiled nothing)."""
+    """CuTe DSL on a machine without a GPU: compiled, never run, so the verdict is `unverified` (category
+    `compile_only`), never an acceptance: no output was compared. Only the worker's own count of compiled
+    launches it skipped is evidence (a forward that raises a no-GPU error of its own before reaching one
+    compiled nothing, and is rejected)."""
     found = facts.compile_only or {}
     compile_stage = next((s for s in stages if s.name == "compile"), None)
     if compile_stage is not None and kernels:
@@ -191,8 +194,8 @@ def _cute_compile_only(base: Report, stages: list[Stage], facts: CandidateFacts,
         return _done(base, stages, "no_kernel_launched", note, detail=detail, notes=notes, kernels=kernels)
     stages.append(Stage("correctness", "skipped", 0.0, "no GPU: CuTe DSL kernels have no interpreter"))
     notes.append("CuTe DSL candidate compiled for sm_90a; correctness was NOT run without a GPU")
-    base.metrics["compile_only"] = True
-    return _done(base, stages, "ok", "compiled for sm_90a; correctness NOT run (no GPU)", notes=notes,
+    base.metrics["compile_only"] = True  # the category says it too; kept for readers of older reports
+    return _done(base, stages, "compile_only", "compiled for sm_90a; correctness NOT run (no GPU)", notes=notes,
                  kernels=kernels)
 
 
