@@ -30,12 +30,15 @@ _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch
                ("torch.UntypedStorage", "__reduce_ex__"), ("torch.TypedStorage", "__reduce__"),
                ("torch.TypedStorage", "__reduce_ex__"), ("torch.utils.dlpack", "to_dlpack"),
                ("torch._C", "_to_dlpack"), ("torch._C", "_to_dlpack_versioned"), ("torch", "save"),
-               ("torch.serialization", "save"))
+               ("torch.serialization", "save"), ("torch.UntypedStorage", "_write_file"))
 _DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versioned"})  # CPU data only
 # reads that hand out the memory itself or write it whole, not copies of the values: what is reachable is
 # the tensor's whole storage (np.lib.stride_tricks.as_strided walks past a one-element view, torch.save
 # writes the storage; red-team review, 2026-12-03). A GPU tensor's copy to the host is the recorder's.
 _WHOLE_STORAGE = _DLPACK | {"numpy", "__array__", "save"}
+# a storage's raw bytes written to a file object (red team, 2026-12-03, policy off: uncounted); torch.save calls
+# it for each storage it writes, so inside another read it is that read's, counted once
+_OUTER_ONLY = frozenset({"_write_file"})
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 # a tensor's values as text (str, repr, format, print, %): torch's printer runs with the dispatch modes off,
 # so the recorder sees none of the element reads it makes; the whole tensor's values are counted as read
@@ -65,7 +68,8 @@ def count_host_reads() -> None:
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
             setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK,
-                                                                            name in _WHOLE_STORAGE)))
+                                                                            name in _WHOLE_STORAGE,
+                                                                            name in _OUTER_ONLY)))
     for home in _ALIAS_HOMES:
         space = _resolve(home)
         for attr, value in list(vars(space).items()):
@@ -117,10 +121,11 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _counted(original: Any, dlpack: bool, whole_storage: bool) -> Any:
+def _counted(original: Any, dlpack: bool, whole_storage: bool, outer_only: bool = False) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         key = id(self)
-        if _active and key not in _reading and not (dlpack and _on_gpu((self,))):
+        inside = outer_only and bool(_reading)  # part of a read already counted
+        if _active and key not in _reading and not inside and not (dlpack and _on_gpu((self,))):
             whole = whole_storage and not _on_gpu((self,))
             _active[-1].transfers.host_read_bytes += _nbytes(self, whole_storage=whole)
         nested = key in _reading

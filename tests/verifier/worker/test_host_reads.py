@@ -54,6 +54,7 @@ routes = {
     "save nested": lambda: torch.save([[[[[[x]]]]]], io.BytesIO()),
     "save object": lambda: torch.save(Box(), io.BytesIO()),
     "storage pickle": lambda: x.untyped_storage().__reduce__(),
+    "storage write_file": lambda: x.untyped_storage()._write_file(io.BytesIO(), False, False, 4),
     "shape only": lambda: tuple(x.shape),
     # a one-element view hands NumPy (as_strided) or torch.save the whole storage; tolist only its values
     "numpy of a view": lambda: np.asarray(x.reshape(-1)[:1]),
@@ -69,7 +70,8 @@ def test_every_route_to_the_host_is_counted_once():
     assert out.returncode == 0, out.stderr
     counts = json.loads(out.stdout.strip().splitlines()[-1])
     size = 64 * 64 * 4
-    for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle"):
+    for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle",
+                  "storage write_file"):
         assert counts[route] == size, (route, counts)
     assert counts["shape only"] == 0
     assert counts["numpy of a view"] == size and counts["save of a view"] == size
