@@ -14,14 +14,15 @@ nothing to do where it is 1. reduction='none' keeps the logsumexp and recomputes
 backward.
 
 The GEMM (`GemmSm90`): C[M, N] (+)= A[M, K] B[N, K]^T (+ bias[N]), A and B each K-major or M/N-major
-(the three products read hidden, weight and the chunk's gradient in place, transposed or not), one CTA
-per 128 x 256 output tile in grouped order (GROUP_M row tiles sweep the columns together, so weight tiles
-are reused from L2); a producer warp TMA-loads A and B tiles into a 4-stage shared-memory ring
-(mbarriers), two math warpgroups (64 rows each) issue wgmma from shared memory with one group in flight,
-and write C from registers (the bias, and C itself when accumulating, added in fp32). TMA needs 16-byte
-aligned rows: the logits buffer's rows are padded, and hidden / weight whose row is not (H % 8) are
-copied once into zero-padded rows. Order: shared row kernels -> GEMM -> small kernels -> host -> custom
-ops -> autograd -> public API -> ModelNew.
+(the three products read hidden, weight and the chunk's gradient in place, transposed or not). Persistent
+CTAs (one an SM) take 128 x 256 output tiles in grouped order (GROUP_M row tiles sweep the columns
+together, so weight tiles are reused from L2); a producer warp TMA-loads A and B tiles into a 4-stage
+shared-memory ring (mbarriers) and runs ahead into the next tile while C is written; two math warpgroups
+(64 rows each) issue wgmma from shared memory with one group in flight, and write C from registers (the
+accumulator starts at the bias; C itself, when accumulating, is added in fp32). TMA needs 16-byte aligned
+rows: the logits buffer's rows are padded, and hidden / weight rows that are not (H % 8) are copied once
+into aligned rows. Order: shared row kernels -> GEMM -> small kernels -> host -> custom ops -> autograd ->
+public API -> ModelNew.
 """
 
 from __future__ import annotations
@@ -622,13 +623,6 @@ def _tma_ok(t: torch.Tensor) -> bool:
         return False
     other = 1 - unit[0]
     return t.data_ptr() % 16 == 0 and (t.stride(other) * es) % 16 == 0
-
-
-def _padded_rows(t: torch.Tensor) -> torch.Tensor:
-    """t [R, C] copied into zero-padded rows of a multiple of 8 elements (a view of its first C columns)."""
-    out = torch.zeros((t.shape[0], -(-t.shape[1] // 8) * 8), dtype=t.dtype, device=t.device)
-    out[:, : t.shape[1]].copy_(t)
-    return out[:, : t.shape[1]]
 
 
 def _operand(t: torch.Tensor):
