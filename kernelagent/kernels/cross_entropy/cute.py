@@ -283,7 +283,6 @@ def _scale_kernel(mG: cute.Tensor, mDl: cute.Tensor, copy_x: cute.TiledCopy, N: 
                 cute.copy(copy_x, t_o, r)
                 r.store((r.load().to(cutlass.Float32) * g).to(mG.element_type))
                 cute.copy(copy_x, r, t_o)
-# ==== end of the shared row kernels ====
 
 
 # ----------------------------------------------------------------------------- host launchers
@@ -308,6 +307,7 @@ def _launch_setup(mT: cute.Tensor, mW: cute.Tensor, mDen: cute.Tensor, mWsum: cu
 def _launch_reduce(mLoss: cute.Tensor, mDen: cute.Tensor, mOut: cute.Tensor, stream: cuda.CUstream,
                    MEAN: cutlass.Constexpr):
     _reduce_kernel(mLoss, mDen, mOut, MEAN).launch(grid=[1, 1, 1], block=[SMALL_THREADS, 1, 1], stream=stream)
+# ==== end of the shared row kernels ====
 
 
 @cute.jit
