@@ -349,6 +349,7 @@ def _watched_namespaces() -> dict[str, object]:
                                  "torch.cuda": torch.cuda, "torch.nn.Module": torch.nn.Module, "time": time,
                                  "torch.testing": torch.testing, "torch.autograd": torch.autograd,
                                  "torch._tensor_str": torch._tensor_str}  # its printer counts host reads
+    spaces.update(_host_read_homes())
     if hasattr(torch.cuda, "Event"):
         spaces["torch.cuda.Event"] = torch.cuda.Event
     try:
@@ -377,6 +378,22 @@ def _watched_namespaces() -> dict[str, object]:
             if isinstance(value, type) and value.__module__ == name:
                 spaces[f"{name}.{attr}"] = value
     return spaces
+
+
+# namespaces where only the host-read counters are watched (the rest of torch._C is torch's own business)
+_COUNTERS_ONLY = frozenset({"torch._C"})
+
+
+def _host_read_homes() -> dict[str, object]:
+    """Where integrity's host-read and storage-write counters live: one of them put back (the original is in
+    the wrapper's closure) would read or write values uncounted."""
+    import torch
+    import torch.serialization
+    import torch.utils.dlpack
+
+    return {"torch.UntypedStorage": torch.UntypedStorage, "torch.TypedStorage": torch.TypedStorage,
+            "torch.serialization": torch.serialization, "torch.utils.dlpack": torch.utils.dlpack,
+            "torch._C": torch._C, "torch._C.PyTorchFileWriter": torch._C.PyTorchFileWriter}
 
 
 def snapshot() -> dict[tuple[str, str], tuple[int, int]]:
@@ -431,6 +448,8 @@ def _watchable(ns_name: str, attr: str, value: object) -> bool:
     own = ns_name.startswith("kernelagent.verifier")
     if isinstance(value, types.FunctionType) and getattr(value, "_ka_counted", False):
         return True  # the host-read counters (integrity), dunders and private names included
+    if ns_name in _COUNTERS_ONLY:
+        return False
     if attr.startswith("__") and attr not in ("__call__", "__torch_function__", "__torch_dispatch__"):
         return False
     if attr.startswith("_") and not own:

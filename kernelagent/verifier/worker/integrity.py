@@ -30,15 +30,18 @@ _HOST_READS = (("torch.Tensor", "numpy"), ("torch.Tensor", "__array__"), ("torch
                ("torch.UntypedStorage", "__reduce_ex__"), ("torch.TypedStorage", "__reduce__"),
                ("torch.TypedStorage", "__reduce_ex__"), ("torch.utils.dlpack", "to_dlpack"),
                ("torch._C", "_to_dlpack"), ("torch._C", "_to_dlpack_versioned"), ("torch", "save"),
-               ("torch.serialization", "save"), ("torch.UntypedStorage", "_write_file"))
+               ("torch.serialization", "save"))
 _DLPACK = frozenset({"__dlpack__", "to_dlpack", "_to_dlpack", "_to_dlpack_versioned"})  # CPU data only
 # reads that hand out the memory itself or write it whole, not copies of the values: what is reachable is
 # the tensor's whole storage (np.lib.stride_tricks.as_strided walks past a one-element view, torch.save
 # writes the storage; red-team review, 2026-12-03). A GPU tensor's copy to the host is the recorder's.
 _WHOLE_STORAGE = _DLPACK | {"numpy", "__array__", "save"}
-# a storage's raw bytes written to a file object (red team, 2026-12-03, policy off: uncounted); torch.save calls
-# it for each storage it writes, so inside another read it is that read's, counted once
-_OUTER_ONLY = frozenset({"_write_file"})
+# where a storage's raw bytes are written out: a file object (legacy torch.save; red team, 2026-12-03, policy
+# off: uncounted) or torch.save's zip writer (a __reduce_ex__ returning a tensor hands torch.save storages its
+# walk of the object never saw: uncounted until 2026-12-03). (owner, attribute, argument index of the storage,
+# self included)
+_STORAGE_WRITES = (("torch.UntypedStorage", "_write_file", 0), ("torch._C.PyTorchFileWriter", "write_record", 2))
+_budget = [0]  # bytes the reads in progress counted: the storage writes inside them use these up first
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 # a tensor's values as text (str, repr, format, print, %): torch's printer runs with the dispatch modes off,
 # so the recorder sees none of the element reads it makes; the whole tensor's values are counted as read
@@ -68,8 +71,12 @@ def count_host_reads() -> None:
         original = getattr(owner, name, None)
         if original is not None and not getattr(original, "_ka_counted", False):
             setattr(owner, name, wrappers.setdefault(id(original), _counted(original, name in _DLPACK,
-                                                                            name in _WHOLE_STORAGE,
-                                                                            name in _OUTER_ONLY)))
+                                                                            name in _WHOLE_STORAGE)))
+    for owner_name, name, position in _STORAGE_WRITES:
+        owner = _resolve(owner_name)
+        original = getattr(owner, name, None)
+        if original is not None and not getattr(original, "_ka_counted", False):
+            setattr(owner, name, _write_counted(original, position))
     for home in _ALIAS_HOMES:
         space = _resolve(home)
         for attr, value in list(vars(space).items()):
@@ -121,13 +128,16 @@ def _resolve(dotted: str) -> Any:
     return obj
 
 
-def _counted(original: Any, dlpack: bool, whole_storage: bool, outer_only: bool = False) -> Any:
+def _counted(original: Any, dlpack: bool, whole_storage: bool) -> Any:
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
         key = id(self)
-        inside = outer_only and bool(_reading)  # part of a read already counted
-        if _active and key not in _reading and not inside and not (dlpack and _on_gpu((self,))):
-            whole = whole_storage and not _on_gpu((self,))
-            _active[-1].transfers.host_read_bytes += _nbytes(self, whole_storage=whole)
+        outermost = not _reading
+        if outermost:
+            _budget[0] = 0
+        if _active and key not in _reading and not (dlpack and _on_gpu((self,))):
+            n = _nbytes(self, whole_storage=whole_storage and not _on_gpu((self,)))
+            _active[-1].transfers.host_read_bytes += n
+            _budget[0] += n
         nested = key in _reading
         _reading.add(key)
         try:
@@ -135,11 +145,31 @@ def _counted(original: Any, dlpack: bool, whole_storage: bool, outer_only: bool 
         finally:
             if not nested:
                 _reading.discard(key)
+            if outermost:
+                _budget[0] = 0
 
     read._ka_counted = True  # type: ignore[attr-defined]
     read.__name__ = getattr(original, "__name__", "read")
     read.__doc__ = getattr(original, "__doc__", None)
     return read
+
+
+def _write_counted(original: Any, position: int) -> Any:
+    def write(*args: Any, **kwargs: Any) -> Any:
+        """A storage written out is a read of it, counted past what the reads in progress counted (torch.save
+        counts what it was given, then writes it: once; a storage it writes beyond that is counted)."""
+        data = args[position] if len(args) > position else None
+        if _active and isinstance(data, (torch.UntypedStorage, torch.TypedStorage)):
+            n = int(data.nbytes())
+            covered = min(n, _budget[0]) if _reading else 0
+            _budget[0] -= covered
+            _active[-1].transfers.host_read_bytes += n - covered
+        return original(*args, **kwargs)
+
+    write._ka_counted = True  # type: ignore[attr-defined]
+    write.__name__ = getattr(original, "__name__", "write")
+    write.__doc__ = getattr(original, "__doc__", None)
+    return write
 
 
 def _nbytes(value: Any, limit: int = 100_000, whole_storage: bool = False) -> int:

@@ -30,6 +30,10 @@ class Box:                      # user code run inside torch.save reads the inpu
         x.numpy()
         return (list, ())
 
+class Hands:                    # returns the input from __reduce_ex__: torch.save writes a storage it never walked
+    def __reduce_ex__(self, proto):
+        return (list, ([x],))
+
 class Capsule:                  # hands NumPy a capsule made by a C function
     def __init__(self, c):
         self.c = c
@@ -60,20 +64,39 @@ routes = {
     "numpy of a view": lambda: np.asarray(x.reshape(-1)[:1]),
     "save of a view": lambda: torch.save(x.reshape(-1)[:1], io.BytesIO()),
     "tolist of a view": lambda: x.reshape(-1)[:1].tolist(),
+    "save of a reduce": lambda: torch.save(Hands(), io.BytesIO()),
+    "legacy save of a reduce": lambda: torch.save(Hands(), io.BytesIO(), _use_new_zipfile_serialization=False),
+    "save of a reduce beside a tensor": lambda: torch.save([Hands(), torch.zeros(64, 64)], io.BytesIO()),
 }
-print(json.dumps({k: counted(f) for k, f in routes.items()}))
+from kernelagent.verifier.worker import guard
+snap = guard.snapshot()
+counts = {k: counted(f) for k, f in routes.items()}
+changed = {}
+for owner, name in ((torch._C.PyTorchFileWriter, "write_record"), (torch.UntypedStorage, "_write_file"),
+                    (torch.UntypedStorage, "tolist"), (torch._C, "_to_dlpack")):
+    wrapper = getattr(owner, name)
+    original = next(c.cell_contents for c in wrapper.__closure__ if callable(c.cell_contents))
+    setattr(owner, name, original)  # the original put back from the wrapper's closure
+    changed[name] = guard.changed_since(snap)
+    setattr(owner, name, wrapper)
+print(json.dumps({"counts": counts, "changed": changed, "after": guard.changed_since(snap)}))
 '''
 
 
 def test_every_route_to_the_host_is_counted_once():
     out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    counts = result["counts"]
     size = 64 * 64 * 4
     for route in ("numpy", "asarray", "tolist", "dlpack alias", "save nested", "save object", "storage pickle",
-                  "storage write_file"):
+                  "storage write_file", "save of a reduce", "legacy save of a reduce"):
         assert counts[route] == size, (route, counts)
     assert counts["shape only"] == 0
     assert counts["numpy of a view"] == size and counts["save of a view"] == size
     assert counts["tolist of a view"] == 4
+    assert counts["save of a reduce beside a tensor"] == 2 * size  # the tensor given, and the one it wrote
+    for name, changed in result["changed"].items():  # a counter put back is seen by the guard
+        assert any(c.endswith("." + name) for c in changed), (name, changed)
+    assert result["after"] == []
     assert counts["dlpack of a gpu tensor"] == 0, "CuTe DSL's from_dlpack on GPU tensors is no host read"
