@@ -40,6 +40,9 @@ from kernelagent.verifier.sandbox.pool import Worker, WorkerPool, WorkerResult
 from kernelagent.verifier.sandbox.remove import remove_tree
 from kernelagent.verifier.sandbox.spawn import redact, scratch_base, secret_values, sweep_stale
 
+# what the parent accepts as the compile worker's requests (describe_arg's descriptions nest a few levels)
+MAX_AOT_DEPTH, MAX_AOT_ITEMS = 16, 100_000
+
 Progress = Callable[[str], None]
 
 
@@ -185,7 +188,19 @@ class Verifier:
 
     # -- one candidate ----------------------------------------------------------------------------
     def verify(self, problem: str | Path, candidate: str | Path, progress: Progress | None = None) -> Report:
+        """Verify one candidate against one problem. Never raises for what a candidate does: a failure of
+        the verifier's own code is a report too (internal_error, blamed on the verifier), so an agent or
+        MCP client always gets a verdict (red team, 2026-12-03: a RecursionError reached the caller)."""
         t0 = time.perf_counter()
+        try:
+            return self._verify(problem, candidate, progress, t0)
+        except Exception as e:  # noqa: BLE001 - the last resort: a report, never a traceback
+            stage = Stage("verify", "failed", round(time.perf_counter() - t0, 3), f"{type(e).__name__}: {str(e)[:300]}")
+            base = Report(problem={"path": str(problem)}, candidate={"path": str(candidate)}, blame="verifier")
+            return self._reject(base, [stage], "internal_error", f"verifier error: {type(e).__name__}: "
+                                f"{str(e)[:200]}", t0, traceback.format_exc()[-1500:])
+
+    def _verify(self, problem: str | Path, candidate: str | Path, progress: Progress | None, t0: float) -> Report:
         say = progress or (lambda _msg: None)
         stages: list[Stage] = []
         try:
@@ -266,11 +281,10 @@ class Verifier:
             res = worker.run(req, self.options.timeout, self.options.memory_limit_mb,
                              on_constructed=lambda: self._deliver(worker, pspec, pack))
         t_aot = time.perf_counter()
-        aot = None
-        if aot_worker is not None:
-            aot = self._aot(aot_worker, cspec, res, pspec, pack)
         t_judge = time.perf_counter()
         try:
+            aot = self._aot(aot_worker, cspec, res, pspec, pack) if aot_worker is not None else None
+            t_judge = time.perf_counter()
             report = decide(base, stages, res, aot, pack, cspec, cand_path, self.options)
             report.metrics["cost_seconds"] = _cost(t0, t_run, t_aot, t_judge, res)
             report.metrics["cost_seconds"]["judge_load"] = report.metrics.pop("judge_load_seconds", 0.0)
@@ -298,6 +312,11 @@ class Verifier:
         if not requests:
             worker.discard()
             return None
+        if not P.plain_json(requests, MAX_AOT_DEPTH, MAX_AOT_ITEMS):  # built in the candidate's process
+            worker.discard()
+            return {"error": {"message": "the candidate's worker sent compile requests out of shape (too deep, too "
+                                         "large or not plain JSON): nothing could be compiled to check them",
+                              "detail": ""}, "kernels": []}
         path = worker.workdir / f"candidate_{cspec.sha256[:12]}.py"
         path.write_text(cspec.source)
         req = P.AotRequest(candidate=str(path), requests=requests, out_dir=str(worker.out_dir),

@@ -148,6 +148,26 @@ _BY_ROLE: dict[Role, type] = {Role.REFERENCE: ReferenceRequest, Role.CANDIDATE: 
                               Role.SINGLE: CandidateRequest, Role.AOT: AotRequest, Role.MATCH: MatchRequest}
 
 
+def plain_json(value: Any, max_depth: int, max_items: int) -> bool:
+    """Whether `value` (read from a worker that ran candidate code) is plain JSON data no deeper than
+    max_depth and with at most max_items values: safe to copy, encode and hand to another worker."""
+    todo, seen = [(value, 0)], 0
+    while todo:
+        v, depth = todo.pop()
+        seen += 1
+        if depth > max_depth or seen > max_items:
+            return False
+        if type(v) is dict:
+            if not all(type(k) is str for k in v):
+                return False
+            todo.extend((x, depth + 1) for x in v.values())
+        elif type(v) is list:
+            todo.extend((x, depth + 1) for x in v)
+        elif v is not None and type(v) not in (str, int, float, bool):
+            return False
+    return True
+
+
 def encode(obj: Any) -> str:
     """One JSON line for a request or a delivery."""
     return json.dumps(dataclasses.asdict(obj), default=str)

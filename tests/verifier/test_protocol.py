@@ -48,3 +48,23 @@ def test_candidate_facts_round_trip():
                                                   calls=40, transfers=P.Transfers(d2h_bytes=4)))
     back = P.CandidateFacts.from_dict(dataclasses.asdict(facts))
     assert back == facts
+
+
+def test_plain_json_bounds_what_a_worker_sends():
+    """The parent forwards a worker's compile requests only when they are plain, shallow, bounded JSON (red
+    team, 2026-12-03: a 600-deep list from the candidate's process crashed the parent's encoder)."""
+    from kernelagent.verifier.protocol import plain_json
+
+    ok = [{"kind": "const", "value": [1, 2.0, "x", None, True]}, {"kind": "tuple", "items": [{"kind": "none"}]}]
+    assert plain_json(ok, 16, 1000)
+    deep: list = []
+    for _ in range(600):
+        deep = [deep]
+    assert not plain_json([{"value": deep}], 16, 100_000)
+    assert not plain_json([{"value": list(range(2000))}], 16, 1000)
+    assert not plain_json([{"value": ({1, 2})}], 16, 1000)  # not JSON
+    assert not plain_json([{1: "key not a string"}], 16, 1000)
+
+    class Sub(int):
+        pass
+    assert not plain_json([{"value": Sub(3)}], 16, 1000)

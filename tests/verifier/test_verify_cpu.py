@@ -183,3 +183,16 @@ def test_terminal_control_sequences_from_the_candidate_are_written_out(verifier,
     assert report.category == "runtime_error", report.message
     assert "\\u001b" not in text and "\\u0007" not in text  # JSON would escape a raw ESC or BEL like this
     assert "\\\\x1b]52;c;" in text  # still there to read, as text
+
+
+def test_a_verifier_failure_is_a_report_not_a_traceback(monkeypatch):
+    """Whatever goes wrong inside the verifier's own code, verify() returns a report (internal_error, blamed
+    on the verifier): the agent and MCP clients never get an exception (red team, 2026-12-03)."""
+    def broken(*_args, **_kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    with Verifier(VerifyOptions(device="cpu", seeds=1)) as v:
+        monkeypatch.setattr(v, "_verify", broken)
+        report = v.verify(OP, softmax_case("good"))
+    assert report.category == "internal_error" and report.blame == "verifier"
+    assert report.verdict == "rejected" and "RecursionError" in report.message

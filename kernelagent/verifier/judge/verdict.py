@@ -118,8 +118,11 @@ def decide(base: Report, stages: list[Stage], res: WorkerResult, aot: dict[str, 
         return _dead_worker(base, stages, res, options)
     if "error" in res.result:
         err = res.result["error"]
-        base.blame = "verifier"
         stages.append(Stage("run", "failed", res.seconds, err.get("message", "")[:500]))
+        if err.get("kind") == "candidate":  # the candidate's code raised inside a step of the worker's own
+            msg = f"the candidate's code raised: {err.get('type')}: {err.get('message', '')[:200]}"
+            return _done(base, stages, "runtime_error", msg, detail=err.get("traceback", "")[-1500:])
+        base.blame = "verifier"
         msg = f"verifier error: {err.get('type')}: {err.get('message', '')[:200]}"
         return _done(base, stages, "internal_error", msg, detail=err.get("traceback", "")[-1500:])
     try:

@@ -28,6 +28,14 @@ DSL_DECORATORS = frozenset({"jit", "kernel", "autotune", "heuristics", "constexp
 # statement or subscript in forward (`__init_subclass__`, `__set_name__`, `__class_getitem__`), a descriptor
 # read. They count as forward code; construction is followed where objects are made.
 _CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__del__"})
+# Callables that use up an iterable or call a function before they return: code handed to them runs where
+# it is written. Anything else that receives a function or a generator expression may run it later.
+_EAGER = frozenset({
+    "builtins.list", "builtins.tuple", "builtins.set", "builtins.frozenset", "builtins.dict", "builtins.sorted",
+    "builtins.sum", "builtins.min", "builtins.max", "builtins.any", "builtins.all", "math.prod", "math.fsum",
+    "functools.reduce", "torch.nn.Module.apply",
+})
+_EAGER_METHODS = frozenset({"join", "extend", "update", "apply"})
 _OP_OBJECTS = ("torch.library.custom_op()", "torch.library.triton_op()")
 
 
@@ -35,6 +43,22 @@ def _is_dsl_decorator(qual: str) -> bool:
     """triton.jit, triton.autotune, cute.kernel, cute.jit, ...: the function becomes device code."""
     parts = qual.replace("()", "").split(".")
     return parts[0] in ("triton", "cutlass") and parts[-1] in DSL_DECORATORS
+
+
+def _is_generator(node: ast.AST) -> bool:
+    """A generator or coroutine function: its body runs when it is advanced, not when it is called."""
+    if isinstance(node, ast.AsyncFunctionDef):
+        return True
+    if not isinstance(node, ast.FunctionDef | ast.Lambda):
+        return False
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, ast.Yield | ast.YieldFrom):
+            return True
+        if not isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            todo.extend(ast.iter_child_nodes(sub))
+    return False
 
 
 class CallGraph:
@@ -51,6 +75,9 @@ class CallGraph:
         self.launch_hooks = handed.launch_hooks - handed.registered  # their parameters hold the launch's tensors
         self.op_bodies: set[ast.AST] = set()
         self.roots = self._roots() | self.hooks
+        self.path = self.reach(self.roots)
+        # code built outside the path that runs later, on it (torch.library's bodies: by the op rule below)
+        self.roots |= self._deferred() - handed.registered
         self.path = self.reach(self.roots)
         if self._calls_ops(self.path):  # an operator runs: the functions registered for it run too
             self.op_bodies = handed.registered
@@ -150,6 +177,51 @@ class CallGraph:
                 for name in AUTOGRAD_METHODS:
                     roots |= {v.node for v in self.r.class_attr(cls, name) if v.kind == "func"}
         return roots | self._special_methods()
+
+    def _deferred(self) -> set[ast.AST]:
+        """Code that construction (or other code off the path) builds but does not run, so that it may run
+        inside forward: the functions, lambdas, generator expressions and generator objects (a generator or
+        async function called) that a function off the path hands out rather than runs (stored, given to `map`,
+        `itertools`, `functools.partial`...). Red team, 2026-12-03: a generator built in __init__ and
+        advanced in forward computed softmax on the host, unchecked."""
+        out: set[ast.AST] = set()
+        generators = {n for n, f in self.info.funcs.items() if not f.dsl and _is_generator(n)}
+        for node, func in self.info.funcs.items():
+            if func.dsl or node in self.path:
+                continue
+            for sub in self.info.body_nodes(node):
+                if not isinstance(sub, (ast.GeneratorExp, ast.Lambda, ast.Name, ast.Attribute, ast.Call)):
+                    continue
+                scope = self.info.scope_at(sub, func.scope)
+                if not self._handed_out(sub, scope):
+                    continue
+                if isinstance(sub, ast.Call):  # a generator object made here runs where it is advanced
+                    out |= {v.node for v in self.r.resolve(sub.func, scope) if v.kind == "func"} & generators
+                    continue
+                inner = ast.walk(sub) if isinstance(sub, ast.GeneratorExp) else (sub,)
+                out |= {t for n in inner for t in self._node_targets(n, scope) if t in self.info.funcs}
+        return out
+
+    def _handed_out(self, node: ast.AST, scope: Scope) -> bool:
+        """Whether a value (a function, a lambda, a generator expression) leaves the code that made it
+        unrun: stored in an attribute, item or container, returned, yielded, or given to a callable that is
+        neither an eager consumer (list, sorted, sum...) nor the candidate's own (followed there)."""
+        child, parent, contained = node, self.info.parents.get(node), False
+        while isinstance(parent, (ast.IfExp, ast.BoolOp, ast.Starred, ast.List, ast.Tuple, ast.Set, ast.Dict,
+                                  ast.keyword, ast.NamedExpr)):
+            contained |= isinstance(parent, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.NamedExpr))
+            child, parent = parent, self.info.parents.get(parent)
+        if isinstance(parent, ast.Call):
+            if parent.func is child:
+                return False
+            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _EAGER_METHODS:
+                return False
+            vals = self.r.resolve(parent.func, scope)
+            return not any(v.kind == "func" or (v.kind == "ref" and v.name in _EAGER) for v in vals)
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            return contained or not all(isinstance(t, ast.Name) for t in targets)
+        return isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await))
 
     def _setup_contexts(self) -> set[ast.AST]:
         """Functions given as `setup_context=`: their `inputs` mix tensors with the op's other arguments."""

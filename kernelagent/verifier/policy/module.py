@@ -603,6 +603,10 @@ class ModuleChecker:
             self._check_raised(node.args[0], node, scope)
         if "builtins.type" in funcs and len(node.args) == 3:
             self.report.add("introspection", node, f"`{short(node)}` creates a class at run time")
+        if "builtins.super" in funcs and node.args and not self._own_class(node.args[0], scope):
+            self.report.add("introspection", node, f"`{short(node)}` looks methods up past a class that is not the "
+                                                   "candidate's own (super(torch.Tensor, x) reaches torch's C base "
+                                                   "methods, which read values uncounted)")
         self._check_foreign_class(node, scope)
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
@@ -686,6 +690,11 @@ class ModuleChecker:
         if _HOOK.match(name):
             self.report.add("monkey_patch", node, f"`{short(func)}(...)` registers a hook, code that runs "
                                                   "outside forward")
+
+    def _own_class(self, expr: ast.expr, scope: Scope) -> bool:
+        """Whether `expr` names a class defined in the candidate's file (super(Own, self) is fine)."""
+        vals = self.r.resolve(expr, scope)
+        return bool(vals) and all(v.kind == "class" for v in vals)
 
     def _check_library(self, node: ast.Call, funcs: set[str], scope: Scope) -> None:
         names = {q.rsplit(".", 1)[-1] for q in funcs if q.startswith("torch.library.") and "()" not in q}

@@ -373,6 +373,13 @@ ATTR_RULES: dict[str, str] = {
     "load_library": "ctypes",
     **{n: "torch_compute" for n in BUFFER_PROTOCOL},
     "__annotations__": "eval_exec",  # its keys become source text in the code dataclasses generates and runs
+    # a Python function called on every element, with no operator dispatched (the recorder sees nothing);
+    # refused wherever they appear: a generator built in __init__ ran them inside forward (red team,
+    # 2026-12-03: softmax in `math` through apply_, accepted on 11 trials)
+    **dict.fromkeys(("apply_", "map_", "map2_"), "torch_compute"),
+    # torch's C base class: its methods (tolist, numpy, apply_) skip the worker's counters, which can only
+    # wrap torch.Tensor's (a C type cannot be patched)
+    **dict.fromkeys(("TensorBase", "_TensorBase"), "introspection"),
     # a stream asked whether it is being captured (torch.Stream.is_capturing, newer torch): see STREAM_CALLS
     "is_capturing": "stream_creation", "is_current_stream_capturing": "stream_creation",
     **{n: "file_io" for n in (

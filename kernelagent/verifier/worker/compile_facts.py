@@ -35,25 +35,28 @@ def describe_arg(value: Any) -> dict[str, Any]:
     if isinstance(value, torch.Tensor):
         return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32"), "attr": spec[1] if spec else ""}
     if isinstance(value, bool):
-        return {"kind": "bool", "value": value}
+        return {"kind": "bool", "value": bool.__bool__(value)}
     if not isinstance(value, int) and hasattr(value, "__index__") and type(value).__module__ == "numpy":
         return describe_arg(int(value))  # a NumPy integer (np.prod of a shape) launches as a Python int
+    # exact builtins only (int.__int__ and friends skip a subclass's methods): the facts are serialised with
+    # deep copies, and a subclass's __deepcopy__ is candidate code (red team, 2026-12-03: it raised there, and
+    # the verdict was blamed on the verifier; or it returned a 600-deep list that crashed the parent)
     if isinstance(value, int):
         if spec and spec[0] == "constexpr":
-            return {"kind": "const", "value": value}
-        return {"kind": "int", "value": value, "attr": spec[1] if spec else ""}
+            return {"kind": "const", "value": int.__int__(value)}
+        return {"kind": "int", "value": int.__int__(value), "attr": spec[1] if spec else ""}
     if isinstance(value, float):
-        return {"kind": "float", "value": value}
+        return {"kind": "float", "value": float.__float__(value)}
     if value is None:
         return {"kind": "none"}
     if hasattr(value, "value") and type(value).__name__ == "constexpr":
         return describe_arg(value.value)
     if isinstance(value, str):
-        return {"kind": "const", "value": value}
+        return {"kind": "const", "value": str.__str__(value)}
     if isinstance(value, tuple):
         items = [describe_arg(v) for v in value]
         if all(i["kind"] in ("const", "int", "float", "bool", "none") for i in items):
-            return {"kind": "const", "value": list(value)}
+            return {"kind": "const", "value": [i.get("value") for i in items]}
         return {"kind": "tuple", "items": items}  # rebuilt item by item, or refused (never as strings)
     if type(value).__name__ == "dtype" and type(value).__module__.startswith("triton."):
         return {"kind": "dtype", "value": value.name}  # tl.float32 and friends: a constexpr the kernel may branch on

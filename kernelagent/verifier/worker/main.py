@@ -199,7 +199,10 @@ def main() -> None:
         result = _serve(req, state, workdir)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which assigns blame
         from kernelagent.problem import ProblemError
+        from kernelagent.verifier.worker.errors import passes_through
         kind = "problem" if isinstance(e, ProblemError) else "internal"
+        if kind == "internal" and passes_through(e, str(req.get("candidate") or "")):
+            kind = "candidate"  # candidate code ran under the verifier's own step (a __deepcopy__, a __repr__)
         result = {"error": {"kind": kind, "type": type(e).__name__, "message": str(e)[:4000],
                             "traceback": traceback.format_exc()[-6000:]}}
     result["environment"] = env

@@ -89,6 +89,8 @@ def _entries(own: dict[str, Any], slot: str, kind: type) -> Iterator[tuple[str, 
     for name, value in list(dict.items(table)):
         if value is None:
             continue
-        if type(name) is not str or not issubclass(type(value), kind):
+        if type(name) is not str:
+            raise ModelStateError(f"{slot} has a key of type {type(name).__name__}, not str")
+        if not issubclass(type(value), kind):
             raise ModelStateError(f"{slot}[{name!r}] holds a {type(value).__name__}, not a {kind.__name__}")
         yield name, value

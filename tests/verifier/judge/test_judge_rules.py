@@ -282,3 +282,25 @@ def test_the_engine_sum_allowance_covers_add_and_add_together():
     assert compute_ops({"aten.add": 2}, 1) == {"aten.add": 1}
     assert compute_ops({"aten.add": 1, "aten.add_": 1}, 2) == {}
     assert compute_ops({"aten.mul": 1, "aten.add_": 1}, 3) == {"aten.mul": 1}
+
+
+def test_a_worker_error_raised_through_the_candidate_is_the_candidates(tmp_path):
+    """The worker reports an exception in its own steps as `internal` (the verifier's fault) unless it passed
+    through the candidate's file (a __deepcopy__ or __repr__ of the candidate's run by a verifier step): then
+    it is `candidate`, a runtime error blamed on the candidate (red team, 2026-12-03)."""
+    from types import SimpleNamespace
+
+    from kernelagent.verifier.judge import verdict as V
+    from kernelagent.verifier.options import VerifyOptions
+    from kernelagent.verifier.report import Report
+    from kernelagent.verifier.sandbox.pool import WorkerResult
+
+    pack = SimpleNamespace(meta={"device": "cpu"}, environment={})
+    cspec = SimpleNamespace(backend="triton", source="")
+    seen = {}
+    for kind in ("internal", "candidate"):
+        err = {"kind": kind, "type": "RuntimeError", "message": "boom", "traceback": ""}
+        res = WorkerResult("ok", {"error": err}, out_dir=str(tmp_path))
+        report = V.decide(Report(), [], res, None, pack, cspec, tmp_path / "kernel.py", VerifyOptions(device="cpu"))
+        seen[kind] = (report.category, report.blame)
+    assert seen == {"internal": ("internal_error", "verifier"), "candidate": ("runtime_error", "candidate")}
