@@ -275,6 +275,29 @@ def gemm_sweep(rows: list[dict]) -> None:
         lce.GEMM_CONFIGS[(2, True)] = saved
 
 
+def chunk_sweep(rows: list[dict]) -> None:
+    """The linear cross-entropy's chunk size (logits bytes a chunk) for the cuBLAS and CuTe DSL GEMMs, with
+    the peak memory beyond inputs and gradients: fewer chunks give dweight's product a longer k loop."""
+    _module("kernelagent.kernels.linear_cross_entropy.cublas")
+    lce = _module("kernelagent.kernels.linear_cross_entropy.triton")
+    lce_cute = _module("kernelagent.kernels.linear_cross_entropy.cute")
+    m, h, v = LCE_SHAPE
+    sets = [[torch.randn(m, h, device="cuda", dtype=DT), torch.randn(v, h, device="cuda", dtype=DT) / h**0.5,
+             torch.randint(0, v, (m,), device="cuda")]]
+    for mib in (256, 512, 1024):
+        impls = {"kernelagent-cute": lce_cute and (lambda a, b, c, n=mib: lce_cute.linear_cross_entropy(
+                     a, b, c, chunk_bytes=n << 20)),
+                 "kernelagent-cublas": lce and (lambda a, b, c, n=mib: lce.linear_cross_entropy(
+                     a, b, c, gemm="cublas", chunk_bytes=n << 20))}
+        for name, fn in impls.items():
+            if not fn:
+                continue
+            base = {"op": "linear_cross_entropy", "sweep": "chunk", "chunk_mib": mib, "impl": name,
+                    "mode": "forward+backward"}
+            _row(rows, base, fn, lambda fn=fn: {**_time(fn, sets, True, grad_of=(0, 1), min_reps=10),
+                                                **_peak_extra(fn, *sets[0])})
+
+
 # ---------------------------------------------------------------------------------------- run
 
 
@@ -289,7 +312,7 @@ def _result(rows: list[dict], t0: float) -> dict[str, Any]:
 def run() -> dict[str, Any]:
     t0 = time.time()
     rows: list[dict] = []
-    sections = [ce_section, lce_section, ce_sweep, gemm_sweep]
+    sections = [ce_section, lce_section, ce_sweep, gemm_sweep, chunk_sweep]
     only = os.environ.get("LOSSES_ONLY")  # e.g. "ce_section,lce_section"
     for section in sections:
         if only and section.__name__ not in only.split(","):

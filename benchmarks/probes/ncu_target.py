@@ -7,6 +7,13 @@ range, then runs it once between cudaProfilerStart and cudaProfilerStop, so that
 OP: ce          cross_entropy forward+backward, logits [8192, 128256] bf16, mean (gradient in the forward)
     attention   attention forward+backward (Triton), B2 S8192 H16 D128 bf16, non-causal
     attention-causal   the same, causal
+    lce         linear_cross_entropy forward+backward, M = H = 4096, V = 128256 bf16, mean, cuBLAS GEMMs
+    lce-triton  the same with our Triton GEMMs
+    lce-cute    the same, the CuTe DSL version
+    attention-cute[-causal]   attention forward+backward, the CuTe DSL kernels, B2 S8192 H16 D128 bf16
+    softmax-wide-{cute,triton,quack}   softmax forward, bf16 [2048, 65536] then [512, 262144] (two kernels)
+For the GEMMs, profile with `--clock-control none` (ncu otherwise locks the clocks at base, and the H200's
+tensor-core throughput is bound by its clock under power capping) and add the tensor-pipe and clock metrics.
 """
 
 from __future__ import annotations
@@ -35,10 +42,49 @@ def _attention(causal: bool):
     return lambda: torch.autograd.grad(tri.attention(q, k, v, causal=causal), (q, k, v), g)
 
 
+def _lce(backend: str):
+    import torch
+
+    if backend == "cute":
+        from kernelagent.kernels.linear_cross_entropy import cute as lce
+        run = lce.linear_cross_entropy
+    else:
+        from kernelagent.kernels.linear_cross_entropy import cublas, triton  # noqa: F401 - registers "cublas"
+        run = lambda h, w, t: triton.linear_cross_entropy(h, w, t, gemm=backend)  # noqa: E731
+    h = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) * 0.5).requires_grad_()
+    w = (torch.randn(128256, 4096, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
+    t = torch.randint(0, 128256, (4096,), device="cuda")
+    return lambda: torch.autograd.grad(run(h, w, t), (h, w))
+
+
+def _attention_cute(causal: bool):
+    import torch
+
+    from kernelagent.kernels.attention import cute
+    q, k, v = (torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
+    g = torch.randn_like(q)
+    return lambda: torch.autograd.grad(cute.attention(q, k, v, causal=causal), (q, k, v), g)
+
+
+def _softmax_wide(impl: str):
+    import torch
+
+    if impl == "quack":
+        from quack.softmax import softmax as fn
+    else:
+        import importlib
+        fn = importlib.import_module(f"kernelagent.kernels.softmax.{impl}").softmax_forward
+    xs = [torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for m, n in ((2048, 65536), (512, 262144))]
+    return lambda: [fn(x) for x in xs]
+
+
 def main(op: str) -> None:
     import torch
 
-    call = {"ce": _ce, "attention": lambda: _attention(False), "attention-causal": lambda: _attention(True)}[op]()
+    call = {"ce": _ce, "attention": lambda: _attention(False), "attention-causal": lambda: _attention(True),
+            "lce": lambda: _lce("cublas"), "lce-triton": lambda: _lce("triton"), "lce-cute": lambda: _lce("cute"),
+            "attention-cute": lambda: _attention_cute(False), "attention-cute-causal": lambda: _attention_cute(True),
+            **{f"softmax-wide-{i}": (lambda i=i: _softmax_wide(i)) for i in ("cute", "triton", "quack")}}[op]()
     for _ in range(3):
         call()
     torch.cuda.synchronize()
