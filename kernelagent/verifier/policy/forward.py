@@ -114,6 +114,8 @@ class ForwardChecker:
             for stmt in body:
                 self._visit(stmt, func.scope)
         self._in_hook = False
+        for expr, scope in self.graph.deferred_exprs:  # kept off the path: they run when forward advances them
+            self._visit(expr, scope)
         for func in self.info.funcs.values():
             if func.dsl:
                 self._check_device_code(func)

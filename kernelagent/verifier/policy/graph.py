@@ -29,13 +29,19 @@ DSL_DECORATORS = frozenset({"jit", "kernel", "autotune", "heuristics", "constexp
 # read. They count as forward code; construction is followed where objects are made.
 _CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__del__"})
 # Callables that use up an iterable or call a function before they return: code handed to them runs where
-# it is written. Anything else that receives a function or a generator expression may run it later.
+# it is written (containers of modules and parameters included: nn.ModuleList(Block(d) for ...)).
 _EAGER = frozenset({
     "builtins.list", "builtins.tuple", "builtins.set", "builtins.frozenset", "builtins.dict", "builtins.sorted",
     "builtins.sum", "builtins.min", "builtins.max", "builtins.any", "builtins.all", "math.prod", "math.fsum",
-    "functools.reduce", "torch.nn.Module.apply",
+    "functools.reduce", "torch.nn.Module.apply", "torch.nn.ModuleList", "torch.nn.ModuleDict",
+    "torch.nn.Sequential", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.stack", "torch.cat",
+    "torch.tensor", "collections.deque", "collections.Counter", "collections.OrderedDict",
 })
-_EAGER_METHODS = frozenset({"join", "extend", "update", "apply"})
+_EAGER_METHODS = frozenset({"join", "extend", "update", "apply", "fromkeys"})
+# Lazy wrappers: they run what they are given when their own result is consumed, so they are eager where
+# that result is (list(map(f, xs)), `for v in zip(...)`) and hand it out where it is kept.
+_LAZY = frozenset({"builtins.map", "builtins.filter", "builtins.zip", "builtins.enumerate", "builtins.reversed",
+                   "builtins.iter"})
 _OP_OBJECTS = ("torch.library.custom_op()", "torch.library.triton_op()")
 
 
@@ -43,6 +49,10 @@ def _is_dsl_decorator(qual: str) -> bool:
     """triton.jit, triton.autotune, cute.kernel, cute.jit, ...: the function becomes device code."""
     parts = qual.replace("()", "").split(".")
     return parts[0] in ("triton", "cutlass") and parts[-1] in DSL_DECORATORS
+
+
+def _special(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and name not in _CONSTRUCTION
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -76,6 +86,7 @@ class CallGraph:
         self.op_bodies: set[ast.AST] = set()
         self.roots = self._roots() | self.hooks
         self.path = self.reach(self.roots)
+        self.deferred_exprs: list[tuple[ast.AST, Scope]] = []  # generator expressions kept off the path
         # code built outside the path that runs later, on it (torch.library's bodies: by the op rule below)
         self.roots |= self._deferred() - handed.registered
         self.path = self.reach(self.roots)
@@ -179,49 +190,99 @@ class CallGraph:
         return roots | self._special_methods()
 
     def _deferred(self) -> set[ast.AST]:
-        """Code that construction (or other code off the path) builds but does not run, so that it may run
-        inside forward: the functions, lambdas, generator expressions and generator objects (a generator or
-        async function called) that a function off the path hands out rather than runs (stored, given to `map`,
-        `itertools`, `functools.partial`...). Red team, 2026-12-03: a generator built in __init__ and
-        advanced in forward computed softmax on the host, unchecked."""
+        """Code built off the path that may run later, inside forward: functions and lambdas given to lazy
+        or unknown callables (`map`, `functools.partial`, `itertools`...) whose result is kept, generator
+        functions whose generator object is kept, and kept generator expressions (their functions become
+        roots; the expressions themselves, `deferred_exprs`, are checked as forward code). Kept: stored,
+        returned, yielded or given on, as opposed to consumed where made (a `for`, list(...), an eager
+        consumer, the candidate's own function, which is followed). Module, class and function bodies
+        alike. Red team, 2026-12-03 (rounds 6 and 7): a generator made in __init__ and advanced in forward
+        computed softmax on the host, unchecked."""
         out: set[ast.AST] = set()
         generators = {n for n, f in self.info.funcs.items() if not f.dsl and _is_generator(n)}
-        for node, func in self.info.funcs.items():
-            if func.dsl or node in self.path:
+        for sub, scope in self.info.nodes:
+            if not isinstance(sub, (ast.GeneratorExp, ast.Lambda, ast.Name, ast.Attribute, ast.Call)):
                 continue
-            for sub in self.info.body_nodes(node):
-                if not isinstance(sub, (ast.GeneratorExp, ast.Lambda, ast.Name, ast.Attribute, ast.Call)):
-                    continue
-                scope = self.info.scope_at(sub, func.scope)
-                if not self._handed_out(sub, scope):
-                    continue
-                if isinstance(sub, ast.Call):  # a generator object made here runs where it is advanced
-                    out |= {v.node for v in self.r.resolve(sub.func, scope) if v.kind == "func"} & generators
-                    continue
-                inner = ast.walk(sub) if isinstance(sub, ast.GeneratorExp) else (sub,)
-                out |= {t for n in inner for t in self._node_targets(n, scope) if t in self.info.funcs}
+            home = self._home(sub)
+            if home is not None and (home in self.path or self.info.funcs[home].dsl):
+                continue
+            if isinstance(sub, ast.GeneratorExp):
+                if self._kept(sub, scope):
+                    self.deferred_exprs.append((sub, scope))
+                    out |= {t for n in ast.walk(sub) if not isinstance(n, ast.ClassDef)
+                            for t in self._node_targets(n, scope) if t in self.info.funcs}
+            elif isinstance(sub, ast.Call):
+                made = {v.node for v in self.r.resolve(sub.func, scope) if v.kind == "func"} & generators
+                if made and self._kept(sub, scope):
+                    out |= made
+            elif self._given_on(sub, scope):
+                out |= {t for t in self._node_targets(sub, scope) if t in self.info.funcs}
         return out
 
-    def _handed_out(self, node: ast.AST, scope: Scope) -> bool:
-        """Whether a value (a function, a lambda, a generator expression) leaves the code that made it
-        unrun: stored in an attribute, item or container, returned, yielded, or given to a callable that is
-        neither an eager consumer (list, sorted, sum...) nor the candidate's own (followed there)."""
-        child, parent, contained = node, self.info.parents.get(node), False
+    def _home(self, node: ast.AST) -> ast.AST | None:
+        """The function whose body holds `node` (None: module or class body)."""
+        cur = self.info.parents.get(node)
+        while cur is not None and cur not in self.info.funcs:
+            cur = self.info.parents.get(cur)
+        return cur
+
+    def _use(self, node: ast.AST) -> tuple[ast.AST, ast.AST | None]:
+        """(the node standing for `node`'s value, what uses it): up through containers, conditionals,
+        starred and keyword arguments."""
+        child, parent = node, self.info.parents.get(node)
         while isinstance(parent, (ast.IfExp, ast.BoolOp, ast.Starred, ast.List, ast.Tuple, ast.Set, ast.Dict,
-                                  ast.keyword, ast.NamedExpr)):
-            contained |= isinstance(parent, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.NamedExpr))
+                                  ast.keyword)):
             child, parent = parent, self.info.parents.get(parent)
-        if isinstance(parent, ast.Call):
-            if parent.func is child:
-                return False
-            if isinstance(parent.func, ast.Attribute) and parent.func.attr in _EAGER_METHODS:
-                return False
-            vals = self.r.resolve(parent.func, scope)
-            return not any(v.kind == "func" or (v.kind == "ref" and v.name in _EAGER) for v in vals)
-        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            return contained or not all(isinstance(t, ast.Name) for t in targets)
-        return isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await))
+        return child, parent
+
+    def _consumer(self, call: ast.Call, scope: Scope) -> str:
+        """'eager' (runs what it is given now), 'lazy' (a wrapper: as eager as its own result is), or
+        'other' (may keep it)."""
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _EAGER_METHODS:
+            return "eager"
+        vals = self.r.resolve(call.func, scope)
+        if any(v.kind == "func" or (v.kind == "ref" and v.name in _EAGER) for v in vals):
+            return "eager"
+        if vals and all(v.kind == "ref" and (v.name in _LAZY or v.name.startswith("itertools.")) for v in vals):
+            return "lazy"
+        return "other"
+
+    def _kept(self, node: ast.AST, scope: Scope, depth: int = 0) -> bool:
+        """Whether a value (a generator object or expression, a lazy wrapper's result) outlives the code
+        that made it: anything but being iterated where made, given to an eager consumer, or bound to a
+        local name whose every use is one of those."""
+        child, parent = self._use(node)
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is child:
+            return False
+        if isinstance(parent, ast.Call) and parent.func is not child:
+            kind = self._consumer(parent, scope)
+            return kind == "other" or (kind == "lazy" and self._kept(parent, scope, depth))
+        if (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)
+                and parent.value is child and depth < 4):
+            return self._local_kept(parent.targets[0].id, node, scope, depth + 1)
+        return True
+
+    def _local_kept(self, name: str, node: ast.AST, scope: Scope, depth: int) -> bool:
+        """`name = <value>` in a function body: kept unless every read of the name there consumes it."""
+        home = self._home(node)
+        if home is None or any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                               for n in self.info.body_nodes(home)):
+            return True  # module-level and global names live on
+        reads = [n for n in self.info.body_nodes(home) if isinstance(n, ast.Name) and n.id == name
+                 and isinstance(n.ctx, ast.Load)]
+        inner = {n for n in ast.walk(home) if isinstance(n, ast.Name) and n.id == name} - set(reads)
+        if any(isinstance(n.ctx, ast.Load) for n in inner):
+            return True  # read in a nested function or lambda: it may outlive this call
+        return any(self._kept(r, self.info.scope_at(r, scope), depth) for r in reads)
+
+    def _given_on(self, node: ast.AST, scope: Scope) -> bool:
+        """Whether a function value is given to a callable that may call it later (stored or called here
+        are followed by the resolver)."""
+        child, parent = self._use(node)
+        if not isinstance(parent, ast.Call) or parent.func is child:
+            return False
+        kind = self._consumer(parent, scope)
+        return kind == "other" or (kind == "lazy" and self._kept(parent, scope))
 
     def _setup_contexts(self) -> set[ast.AST]:
         """Functions given as `setup_context=`: their `inputs` mix tensors with the op's other arguments."""
@@ -233,9 +294,27 @@ class CallGraph:
         return out
 
     def _special_methods(self) -> set[ast.AST]:
-        return {f.node for f in self.info.funcs.values() if not f.dsl and (f.cls is not None or f.scope.parent is
-                self.info.scope) and isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and f.node.name.startswith("__") and f.node.name.endswith("__") and f.node.name not in _CONSTRUCTION}
+        defined = {f.node for f in self.info.funcs.values() if not f.dsl and (f.cls is not None or f.scope.parent is
+                   self.info.scope) and isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef)
+                   and _special(f.node.name)}
+        return defined | self._special_bindings()
+
+    def _special_bindings(self) -> set[ast.AST]:
+        """Functions and lambdas bound to a special name by other means: `__iter__ = _rows` or
+        `__getitem__ = staticmethod(_row)` in a class body, `Cls.__iter__ = f` anywhere (red team,
+        2026-12-03: these ran in forward unchecked)."""
+        out: set[ast.AST] = set()
+        for cls in self.info.classes.values():
+            for name, items in cls.scope.bindings.items():
+                if _special(name):
+                    for item in items:
+                        out |= {v.node for v in self.r.binding_vals(item) if v.kind == "func"}
+        for _base, attr, value, scope in self.info.attr_assigns:
+            if _special(attr):
+                out |= {n for n in ast.walk(value) if isinstance(n, ast.Lambda)}
+                out |= {v.node for n in ast.walk(value) if isinstance(n, ast.Name | ast.Attribute)
+                        for v in self.r.resolve(n, scope) if v.kind == "func"}
+        return {n for n in out if n in self.info.funcs and not self.info.funcs[n].dsl}
 
     def _calls_ops(self, path: set[ast.AST]) -> bool:
         """Whether code on the path may call an operator the candidate registered (or one it cannot name)."""

@@ -23,6 +23,9 @@ _IMMEDIATE_ROOTS = frozenset({"builtins", "itertools", "operator", "math"})
 _IMMEDIATE = frozenset({
     "functools.partial", "functools.cache", "functools.lru_cache", "functools.wraps", "functools.reduce",
     "functools.cached_property", "functools.update_wrapper",
+    # run what they are given before returning, or only hold modules and parameters made by the caller
+    "torch.nn.Module.apply", "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
+    "torch.nn.ParameterList", "torch.nn.ParameterDict",
 })
 _DEFINERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 

@@ -203,6 +203,7 @@ BANNED: dict[str, str] = {
         "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_legacy", "torch.autograd.profiler_util",
         "torch.cuda.profiler", "torch.cuda.gds", "torch.onnx", "torch.export", "torch.fx", "torch.nativert",
         "torch.compile", "torch.compiler.compile", "torch.compiler.load_compiled_function",
+        "torch.nn.Module.compile",  # the same compiler through a module's method (red team, 2026-12-03)
         "torch.compiler.save_cache_artifacts", "torch.compiler.load_cache_artifacts", "torch.utils.tensorboard",
         "torch.utils.show_pickle", "torch.utils.model_dump", "torch.utils.mobile_optimizer",
         "torch.utils.bundled_inputs", "torch.utils.viz", "torch.utils.serialization",

@@ -11,10 +11,12 @@ and their identities are checked again afterwards.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,20 +245,23 @@ class CandidateRunner:
         cute_before = self.launches.stats["cute_launches"]
         grads = None
         try:
-            with guard.hidden_modules():
+            # no cyclic collection from the call until the outputs are frozen: a generator's `finally` or a
+            # finaliser of the candidate's run by the collector right after the recorder stops could write
+            # the outputs unrecorded (red team, 2026-12-03: named, not built)
+            with guard.hidden_modules(), _no_collection():
                 if self.backward:
                     grads, leaves, structure = self._forward_backward(ins, grad_outputs, rec, positions)
                 else:
                     with torch.no_grad(), rec:
                         out = self.model(*ins)
                         leaves, structure = check_outputs(out)
-            late = self.sync_outputs(leaves, grads)
-            aliases = _aliases(leaves, ins)
-            # CuTe DSL launches are not seen with their arguments: no copy finding for them
-            copied = rec.copied_outputs(leaves) if self.launches.stats["cute_launches"] == cute_before else []
-            # what forward returned, as it was when it returned: work deferred to later (a finaliser that runs
-            # when the inputs are freed, a callback) must not reach what is judged
-            leaves, grads = _frozen(leaves), pytree.tree_map(_frozen_one, grads)
+                late = self.sync_outputs(leaves, grads)
+                aliases = _aliases(leaves, ins)
+                # CuTe DSL launches are not seen with their arguments: no copy finding for them
+                copied = rec.copied_outputs(leaves) if self.launches.stats["cute_launches"] == cute_before else []
+                # what forward returned, as it was when it returned: work deferred to later (a finaliser that
+                # runs when the inputs are freed, a callback) must not reach what is judged
+                leaves, grads = _frozen(leaves), pytree.tree_map(_frozen_one, grads)
         except OutputError as e:
             raise CandidateFailure("mismatch", str(e)) from e
         except CandidateFailure:
@@ -543,6 +548,18 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     if raw.numel() > _BITS_SAMPLE:
         raw = raw[:: raw.numel() // _BITS_SAMPLE]
     return raw.clone()
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic garbage collector off (as it was before, after)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _frozen_one(x: Any) -> Any:
