@@ -23,7 +23,7 @@ from kernelagent.verifier.cute import support as cs
 
 BF16, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 # (family, shape, dtype, variant): multi-row CTAs with partial tiles, odd widths (scalar copies),
-# clusters (the row split over 4 or 8 CTAs), no weight / bias, the fused residual add.
+# clusters (the row split over 4, 8 or 16 CTAs: the spread tables), no weight / bias, the fused residual add.
 CASES = [
     ("softmax", (37, 1000), BF16, ""),
     ("softmax", (2, 40000), F32, ""),
@@ -31,6 +31,7 @@ CASES = [
     ("log_softmax", (2, 262144), BF16, ""),
     ("rms_norm", (37, 1000), BF16, "residual"),
     ("rms_norm", (2, 40000), F32, "no_weight"),
+    ("rms_norm", (2, 262144), BF16, ""),
     ("layer_norm", (5, 1023), BF16, ""),
     ("layer_norm", (3, 40000), F32, "no_bias"),
 ]

@@ -83,11 +83,12 @@ def test_every_kernel_compiles_for_sm90a(compiled):
 @pytest.mark.cute
 def test_registers_and_spills(compiled):
     assert compiled["compiles"] and all(c["registers"] for c in compiled["compiles"])
-    # rows held in registers: no spills, except a little in the 262144-wide backward (1024 threads
-    # a CTA cap a thread at 64 registers there)
+    # rows held in registers: no spills, except a little in the 262144-wide backwards (log_softmax's CTAs of
+    # 1024 threads cap a thread at 64 registers; rms_norm's of 512 at 128, holding x, dy and the weight's
+    # gradient: a few hundred bytes, where 1024 threads spilled ~1.5 KB)
     heavy = [c for c in compiled["compiles"] if (c["spills"] or 0) > 0]
     assert all("bwd" in c["kernel"] for c in heavy), heavy
-    assert len(heavy) <= 1, heavy
+    assert len(heavy) <= 2 and all(c["spills"] <= 512 for c in heavy if "rms" in c["kernel"]), heavy
 
 
 @pytest.mark.cute
@@ -102,3 +103,31 @@ def test_ptx_uses_128_bit_copies_and_the_cluster(compiled):
     assert len(clustered) >= 8, ptx  # forward and backward of each clustered case
     assert all(ptx[name]["cluster_barrier"] == 1 for name in clustered), ptx
     assert not any(f["dsmem_load"] for f in ptx.values()), ptx
+
+
+@pytest.mark.cute
+@pytest.mark.parametrize("family", ROWWISE)
+@pytest.mark.parametrize("n", [1000, 16384, 20000, 32768, 65536, 131071, 262144, 500000])
+def test_each_spread_table_gives_a_valid_tiling_within_its_limits(family, n):
+    """The per-family spread tables (CTAs of 256 threads and clusters of 16 where the H200 measured them
+    faster): every width gets a tiling that covers the row, stays within the limits its table names, keeps
+    registers bounded and gives every CTA of a cluster columns."""
+    import importlib
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    mod = importlib.import_module(f"kernelagent.kernels.{family}.cute")
+    x = torch.empty(2, n, dtype=torch.bfloat16)
+    for spread in (mod.FWD_SPREAD, mod.BWD_SPREAD):
+        per_cta, max_cluster, max_threads = spread.limits(n)
+        t = mod.tiling_for([x], spread)
+        assert t.cols * t.cluster >= n and (t.cluster - 1) * t.cols < n
+        assert t.vpt * t.vec <= 4 * spread.values
+        # within the table's limits, or (where they cannot hold the row: 500000 columns) the default tiling
+        assert (t.threads <= max_threads and t.cluster <= max_cluster) or t == mod.tiling(n, t.vec, spread.values)
+        if n <= 16384:  # rows up to 16K keep the portable spread
+            assert spread.limits(n) == (mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS)
+    wide = mod.tiling_for([torch.empty(2, 262144, dtype=torch.bfloat16)], mod.BWD_SPREAD)
+    if family in ("rms_norm", "layer_norm"):  # the norms' backward: 512 threads, 16 CTAs (was 1024 x 8: spills)
+        assert (wide.threads, wide.cluster) == (512, 16)

@@ -60,23 +60,45 @@ class Tiling:
         return self.tpr * self.vpt * self.vec
 
 
-def tiling(n: int, vec: int, values: int) -> Tiling:
-    """The tiling of rows of n columns in vectors of vec elements, about `values` per thread."""
+@dataclass(frozen=True)
+class Spread:
+    """How a kernel spreads its rows: about `values` elements a thread, and by row width the limits
+    (threads of one CTA on a row before the row goes to a cluster, CTAs a cluster, threads a CTA):
+    `by_width` holds (widest row, limits) pairs, the first that fits applies; wider rows, or none given,
+    take the module's defaults. Clusters of 16 are non-portable on sm_90 (the H100/H200 run them); a CTA
+    of at most 512 threads may hold 128 registers a thread, one of 1024 only 64."""
+
+    values: int
+    by_width: tuple[tuple[int, tuple[int, int, int]], ...] = ()
+
+    def limits(self, n: int) -> tuple[int, int, int]:
+        for width, limits in self.by_width:
+            if n <= width:
+                return limits
+        return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+
+
+def tiling(n: int, vec: int, values: int, limits: tuple[int, int, int] | None = None) -> Tiling:
+    """The tiling of rows of n columns in vectors of vec elements, about `values` per thread, within
+    `limits` (Spread.limits; the module's defaults when None)."""
+    per_cta, max_cluster, max_threads = limits or (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
     vectors = -(-n // vec)
     per_thread = max(1, values // vec)
     cluster = 1
     tpr = _pow2_at_least(-(-vectors // per_thread))
-    while tpr > MAX_CTA_THREADS_PER_ROW and cluster < MAX_CLUSTER:
+    while tpr > per_cta and cluster < max_cluster:
         cluster *= 2
         tpr = _pow2_at_least(-(-vectors // (per_thread * cluster)))
-    tpr = min(tpr, MAX_THREADS)
+    tpr = min(tpr, max_threads)
     vpt = -(-vectors // (tpr * cluster))
     if vpt * vec > 4 * values:
         raise ValueError(f"rows of {n} columns are too wide for this kernel (at most about "
-                         f"{MAX_THREADS * MAX_CLUSTER * values * 4} elements)")
+                         f"{max_threads * max_cluster * values * 4} elements)")
     while cluster > 1 and (cluster - 1) * tpr * vpt >= vectors:  # every CTA of a cluster owns columns
         cluster //= 2
     vpt = -(-vectors // (tpr * cluster))
+    if vpt * vec > 4 * values and limits is not None:  # the halved cluster overfills its threads: defaults
+        return tiling(n, vec, values)
     rows = max(1, MIN_CTA_THREADS // tpr) if cluster == 1 else 1
     return Tiling(n=n, vec=vec, tpr=tpr, cluster=cluster, vpt=vpt, rows=rows)
 
@@ -360,14 +382,17 @@ def vector_width(n: int, tensors: list[torch.Tensor]) -> int:
 _CACHE: dict = {}
 
 
-def tiling_for(args: list, values: int, per_row: tuple[int, ...] = ()) -> Tiling:
-    """The tiling `launch` uses for these arguments (the first (M, N) tensor sets the width)."""
+def tiling_for(args: list, spread: Spread | int, per_row: tuple[int, ...] = ()) -> Tiling:
+    """The tiling `launch` uses for these arguments (the first (M, N) tensor sets the width); `spread` a
+    Spread, or the values a thread with the default limits."""
+    spread = spread if isinstance(spread, Spread) else Spread(spread)
     n = args[0].shape[1]
     tensors = [a for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in per_row]
-    return tiling(n, vector_width(n, tensors), values)
+    return tiling(n, vector_width(n, tensors), spread.values, spread.limits(n))
 
 
-def launch(fn, args: list, values: int, *consts, per_row: tuple[int, ...] = (), t: Tiling | None = None) -> None:
+def launch(fn, args: list, values: Spread | int, *consts, per_row: tuple[int, ...] = (),
+           t: Tiling | None = None) -> None:
     """Run the @cute.jit `fn(*args, stream, tiling, *consts)` on the current stream, compiling it once
     per signature. args: (M, N) tensors (the first sets the tiling), (N,) weights, (M,) tensors of one
     value per row (their positions in `per_row`) and floats; consts: compile-time flags; t: the tiling,
@@ -391,6 +416,15 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 
 
 # ---- end of the row engine ----------------------------------------------------------------------------
+
+# How the kernels spread rows wider than one CTA's 512 threads (Spread: up to that width, threads of one CTA on a row,
+# CTAs a cluster, threads a CTA), from benchmarks/probes/row_cluster.py on the H200
+# (benchmarks/results/2026-12-03-h200/row_cluster.json, 2**27 bf16 elements a width): not measured itself: softmax's
+# table (the same kernels' structure); softmax forward 3.44 -> 3.98 TB/s at 64K, backward 3.76 -> 4.00. Rows up to 16K
+# columns keep the portable spread (not measured otherwise).
+_PORTABLE = (512, 8, 1024)
+FWD_SPREAD = Spread(FWD_VALUES, ((16384, _PORTABLE), (65536, (256, 16, 512)), (1 << 62, (512, 16, 512))))
+BWD_SPREAD = Spread(BWD_VALUES, ((16384, _PORTABLE), (65536, (256, 16, 512)), (1 << 62, _PORTABLE)))
 
 
 # ----------------------------------------------------------------------------------------- kernels
@@ -448,7 +482,7 @@ def log_softmax_forward(x: torch.Tensor) -> torch.Tensor:
     _check(x)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
-        launch(_log_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_VALUES)
+        launch(_log_softmax_fwd, [rows_2d(x), y.view(-1, x.shape[-1])], FWD_SPREAD)
     return y
 
 
@@ -456,7 +490,7 @@ def log_softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """The CuTe backward from the saved output y and the output gradient dy."""
     dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
     if y.numel():
-        launch(_log_softmax_bwd, [rows_2d(y), rows_2d(dy.to(y.dtype)), dx.view(-1, y.shape[-1])], BWD_VALUES)
+        launch(_log_softmax_bwd, [rows_2d(y), rows_2d(dy.to(y.dtype)), dx.view(-1, y.shape[-1])], BWD_SPREAD)
     return dx
 
 
