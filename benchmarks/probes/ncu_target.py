@@ -33,13 +33,15 @@ def _ce():
     return lambda: torch.autograd.grad(ce.cross_entropy(x, t), (x,))  # no x.grad to accumulate into
 
 
-def _attention(causal: bool):
+def _attention(causal: bool, backend: str = "triton"):
+    import importlib
+
     import torch
 
-    from kernelagent.kernels.attention import triton as tri
+    mod = importlib.import_module(f"kernelagent.kernels.attention.{backend}")
     q, k, v = (torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
     g = torch.randn_like(q)
-    return lambda: torch.autograd.grad(tri.attention(q, k, v, causal=causal), (q, k, v), g)
+    return lambda: torch.autograd.grad(mod.attention(q, k, v, causal=causal), (q, k, v), g)
 
 
 def _lce(backend: str):
@@ -55,15 +57,6 @@ def _lce(backend: str):
     w = (torch.randn(128256, 4096, device="cuda", dtype=torch.bfloat16) * 0.02).requires_grad_()
     t = torch.randint(0, 128256, (4096,), device="cuda")
     return lambda: torch.autograd.grad(run(h, w, t), (h, w))
-
-
-def _attention_cute(causal: bool):
-    import torch
-
-    from kernelagent.kernels.attention import cute
-    q, k, v = (torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
-    g = torch.randn_like(q)
-    return lambda: torch.autograd.grad(cute.attention(q, k, v, causal=causal), (q, k, v), g)
 
 
 def _softmax_wide(impl: str):
@@ -83,7 +76,8 @@ def main(op: str) -> None:
 
     call = {"ce": _ce, "attention": lambda: _attention(False), "attention-causal": lambda: _attention(True),
             "lce": lambda: _lce("cublas"), "lce-triton": lambda: _lce("triton"), "lce-cute": lambda: _lce("cute"),
-            "attention-cute": lambda: _attention_cute(False), "attention-cute-causal": lambda: _attention_cute(True),
+            "attention-cute": lambda: _attention(False, "cute"),
+            "attention-cute-causal": lambda: _attention(True, "cute"),
             **{f"softmax-wide-{i}": (lambda i=i: _softmax_wide(i)) for i in ("cute", "triton", "quack")}}[op]()
     for _ in range(3):
         call()
