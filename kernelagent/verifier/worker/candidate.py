@@ -128,6 +128,7 @@ class CandidateRunner:
         if interpreter:
             interp_bounds.install()  # a kernel's pointers are host addresses there: keep them in its tensors
             interp_bounds.seal_handles()  # and its blocks' values are NumPy arrays: only Triton reads them
+            interp_bounds.guard_conversions()  # nor converts them, beside the kernel's own code
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
         self.facts.cute_hooks = self.req.backend != "triton" and self.launches.install_cute()

@@ -42,6 +42,12 @@ _WHOLE_STORAGE = _DLPACK | {"numpy", "__array__", "save"}
 # self included)
 _STORAGE_WRITES = (("torch.UntypedStorage", "_write_file", 0), ("torch._C.PyTorchFileWriter", "write_record", 2))
 _budget = [0]  # bytes the reads in progress counted: the storage writes inside them use these up first
+# Host memory the candidate can read without a counted call: storages exposed to NumPy or DLPack before forward
+# (their addresses), besides memory torch does not own (a NumPy array's, a buffer's: not resizable). A kernel
+# or an op writing the inputs' values there hands them to NumPy as surely as `.numpy()` in forward would (red
+# team, 2026-12-03: softmax computed in NumPy on a buffer `torch.from_numpy` made in __init__, accepted).
+_exposed: dict[int, Any] = {}  # address -> the storage, kept alive so that its address is never reused
+_written_args: dict[Any, tuple[tuple[int, str], ...]] = {}  # op -> its mutated arguments (position, name)
 _ALIAS_HOMES = ("torch", "torch._C", "torch.utils.dlpack", "torch.serialization")  # other names of the same
 # a tensor's values as text (str, repr, format, print, %): torch's printer runs with the dispatch modes off,
 # so the recorder sees none of the element reads it makes; the whole tensor's values are counted as read
@@ -138,6 +144,8 @@ def _counted(original: Any, dlpack: bool, whole_storage: bool) -> Any:
             n = _nbytes(self, whole_storage=whole_storage and not _on_gpu((self,)))
             _active[-1].transfers.host_read_bytes += n
             _budget[0] += n
+        elif not _active and whole_storage:  # outside forward: the memory stays reachable from NumPy after
+            _expose(self)
         nested = key in _reading
         _reading.add(key)
         try:
@@ -203,6 +211,54 @@ def _storage_bytes(t: torch.Tensor) -> int:
         return int(t.untyped_storage().nbytes())
     except (RuntimeError, NotImplementedError):  # storage-less tensors
         return 0
+
+
+def _expose(value: Any) -> None:
+    try:
+        storage = value.untyped_storage() if isinstance(value, torch.Tensor) else value
+        if isinstance(storage, (torch.UntypedStorage, torch.TypedStorage)) and not storage.is_cuda:
+            _exposed[int(storage.data_ptr())] = storage
+    except (RuntimeError, TypeError, AttributeError, NotImplementedError):
+        return
+
+
+def host_shared(value: Any) -> bool:
+    """A CPU tensor whose memory host code can read uncounted: torch does not own it (NumPy's, a buffer's)
+    or it was exposed to NumPy/DLPack before forward."""
+    if not isinstance(value, torch.Tensor) or value.is_cuda or value.is_meta:
+        return False
+    try:
+        storage = value.untyped_storage()
+        return not storage.resizable() or int(storage.data_ptr()) in _exposed
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def count_shared_write(value: Any, sources: list[Any] = ()) -> None:
+    """Values written into host-shared memory inside forward: counted as a host read of those bytes (a copy
+    of the memory onto itself, as the interpreter makes of each argument after a launch, writes nothing)."""
+    if _active and host_shared(value) and not any(storage_of(s) == storage_of(value) for s in sources):
+        _active[-1].transfers.host_read_bytes += int(value.numel() * value.element_size())
+
+
+# in-place ops that change a tensor's metadata, not its values (the interpreter `set_`s each argument)
+_METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "squeeze_", "unsqueeze_",
+                               "transpose_", "t_", "swapdims_", "swapaxes_", "detach_", "requires_grad_"})
+
+
+def _mutated(func: Any, args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors an op writes values into: its arguments marked mutable in its schema (in-place, out=)."""
+    if op_name(func).partition(".")[2] in _METADATA_INPLACE:
+        return []
+    spec = _written_args.get(func)
+    if spec is None:
+        try:
+            spec = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                         if a.alias_info is not None and a.alias_info.is_write)
+        except (AttributeError, RuntimeError):
+            spec = ()
+        _written_args[func] = spec
+    return [args[i] if i < len(args) else kwargs.get(name) for i, name in spec]
 
 
 def storage_of(value: Any) -> int:
@@ -295,6 +351,9 @@ class OpRecorder(TorchDispatchMode):
             self.opened.add(name)
             return out
         out = func(*args, **kwargs)
+        if not _CUDA[0]:  # CPU workers (on a GPU a write from device memory into host memory is a d2h copy)
+            for written in _mutated(func, args, kwargs):
+                count_shared_write(written, [a for a in args if isinstance(a, torch.Tensor) and a is not written])
         if self.sources and base in _COPY_OPS:
             self._track_copy(base, args, out)
         if base in _TRANSFER_OPS:

@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
+# bound here, not imported when a launch runs: while candidate code runs the verifier's modules are hidden from
+# sys.modules (guard.hidden_modules), and an import then would load a fresh copy with no recorder in it
+from kernelagent.verifier.worker import integrity
+
 _RANGES: list[tuple[int, int]] = []  # (first byte, end) of every storage the running launch was given
+_SHARED: list[tuple[int, int]] = []  # those of them host code reads uncounted (integrity.host_shared)
 
 
 class OutOfBounds(IndexError):
@@ -57,6 +62,47 @@ def seal_handles() -> None:
     cls.handle = property(get, put)
 
 
+_CONVERSIONS = ("__index__", "__bool__", "__repr__", "__str__")  # what the interpreter gives a block, per launch
+
+
+def guard_conversions() -> None:
+    """Under the interpreter a block also converts to a Python int, bool or text (`__index__`, `__bool__`,
+    `__str__`, installed by Triton for each launch): a helper the kernel calls at trace time (a constexpr
+    callable) could read every value that way, bit by bit, and compute in Python where the compiled kernel
+    copies (red team, 2026-12-03: softmax through `bool((v >> b) & 1)`, accepted on 11 trials). Only the
+    kernel's own code (the interpreter's rewritten @triton.jit functions) and Triton may convert a block;
+    anyone else gets an error, which fails the launch."""
+    from triton.runtime import interpreter as interp
+
+    original = interp._patch_lang_tensor
+    if getattr(original, "_ka_guarded", False):
+        return
+
+    def patch(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        for name in _CONVERSIONS:
+            installed = tensor.__dict__.get(name)
+            if installed is not None:
+                scope.set_attr(tensor, name, _kernel_only(installed, interp))
+
+    patch._ka_guarded = True  # type: ignore[attr-defined]
+    interp._patch_lang_tensor = patch
+
+
+def _kernel_only(convert: Any, interp: Any) -> Any:
+    def conversion(self: Any, *args: Any) -> Any:
+        import sys
+
+        caller = sys._getframe(1)
+        if not caller.f_globals.get("__name__", "").startswith(_HANDLE_READERS) and caller.f_code not in {
+                f.__code__ for f in interp.InterpretedFunction.rewritten_fn.values()}:
+            raise InterpreterInternals("a Triton block converted to a Python value outside the kernel's own code "
+                                       "(a helper it calls): compiled for the GPU a block holds no values there")
+        return convert(self, *args)
+
+    return conversion
+
+
 def install() -> None:
     from triton.runtime import interpreter as interp
 
@@ -66,6 +112,7 @@ def install() -> None:
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         _RANGES[:] = sorted(set(_ranges([*args_hst, *kwargs_hst.values()])))
+        _SHARED[:] = sorted(set(_ranges([*args_hst, *kwargs_hst.values()], shared_only=True)))
         return args_hst, kwargs_hst
 
     executor._init_args_hst = _init_args_hst
@@ -96,26 +143,37 @@ def _width(dtype: Any) -> int:
     return max(1, int(getattr(dtype, "primitive_bitwidth", 8)) // 8)
 
 
-def _ranges(values: list[Any]) -> list[tuple[int, int]]:
+def _ranges(values: list[Any], shared_only: bool = False) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for v in values:
         if isinstance(v, (tuple, list)):
-            out += _ranges(list(v))
+            out += _ranges(list(v), shared_only)
         elif hasattr(v, "base") and hasattr(v, "block_shape"):  # a host-side tensor descriptor
-            out += _ranges([v.base])
-        elif hasattr(v, "untyped_storage"):
+            out += _ranges([v.base], shared_only)
+        elif hasattr(v, "untyped_storage") and (not shared_only or integrity.host_shared(v)):
             storage = v.untyped_storage()
             out.append((int(storage.data_ptr()), int(storage.data_ptr()) + int(storage.nbytes())))
     return out
 
 
+def _count_shared(active: Any, width: int) -> None:
+    inside = np.zeros(active.shape, dtype=bool)
+    for lo, hi in _SHARED:
+        inside |= (active >= np.uint64(lo)) & (active < np.uint64(hi))
+    if inside.any() and integrity._active:
+        integrity._active[-1].transfers.host_read_bytes += int(inside.sum()) * width
+
+
 def check(ptrs: Any, mask: Any, width: int, what: str) -> None:
-    """Raise OutOfBounds when an active lane's `width` bytes at its address leave every range."""
+    """Raise OutOfBounds when an active lane's `width` bytes at its address leave every range; a write into
+    host-shared memory is counted as a host read of the bytes written (integrity.host_shared)."""
     p = np.asarray(ptrs).astype(np.uint64, copy=False).reshape(-1)
     m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)
     active = p[m]
     if active.size == 0:
         return
+    if _SHARED and what != "read":
+        _count_shared(active, width)
     inside = np.zeros(active.shape, dtype=bool)
     for lo, hi in _RANGES:
         inside |= (active >= np.uint64(lo)) & (active + np.uint64(width) <= np.uint64(hi))
