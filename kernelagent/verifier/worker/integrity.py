@@ -234,10 +234,11 @@ def host_shared(value: Any) -> bool:
         return False
 
 
-def count_shared_write(value: Any, sources: list[Any] = ()) -> None:
+def count_shared_write(value: Any, copied_from: Any = None) -> None:
     """Values written into host-shared memory inside forward: counted as a host read of those bytes (a copy
     of the memory onto itself, as the interpreter makes of each argument after a launch, writes nothing)."""
-    if _active and host_shared(value) and not any(storage_of(s) == storage_of(value) for s in sources):
+    onto_itself = copied_from is not None and storage_of(copied_from) == storage_of(value)
+    if _active and host_shared(value) and not onto_itself:
         _active[-1].transfers.host_read_bytes += int(value.numel() * value.element_size())
 
 
@@ -352,8 +353,9 @@ class OpRecorder(TorchDispatchMode):
             return out
         out = func(*args, **kwargs)
         if not _CUDA[0]:  # CPU workers (on a GPU a write from device memory into host memory is a d2h copy)
+            source = args[1] if base == "copy_" and len(args) > 1 else None  # only a plain copy can be a no-op
             for written in _mutated(func, args, kwargs):
-                count_shared_write(written, [a for a in args if isinstance(a, torch.Tensor) and a is not written])
+                count_shared_write(written, source)
         if self.sources and base in _COPY_OPS:
             self._track_copy(base, args, out)
         if base in _TRANSFER_OPS:
