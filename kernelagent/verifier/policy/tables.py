@@ -378,6 +378,9 @@ ATTR_RULES: dict[str, str] = {
     # refused wherever they appear: a generator built in __init__ ran them inside forward (red team,
     # 2026-12-03: softmax in `math` through apply_, accepted on 11 trials)
     **dict.fromkeys(("apply_", "map_", "map2_"), "torch_compute"),
+    # whether kernels run under the interpreter (triton.knobs.runtime.interpret): a kernel branching on it runs
+    # Python on the values on CPU and a copy when compiled (red team round 9, 2026-12-03, accepted)
+    "interpret": "introspection",
     # torch's C base class: its methods (tolist, numpy, apply_) skip the worker's counters, which can only
     # wrap torch.Tensor's (a C type cannot be patched)
     **dict.fromkeys(("TensorBase", "_TensorBase"), "introspection"),

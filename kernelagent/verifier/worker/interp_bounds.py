@@ -32,7 +32,21 @@ class InterpreterInternals(AttributeError):
     """Candidate code read a block's `handle` under the interpreter (its NumPy array of values)."""
 
 
-_HANDLE_READERS = ("triton.",)  # who may read a block's handle: the interpreter itself
+def _triton_dir() -> str:
+    import os
+
+    import triton
+
+    return os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
+
+
+def _from_kernel_code(frame: Any, triton_dir: str, kernel_codes: Any) -> bool:
+    """Whether the nearest frame outside Triton's own files (by the file its code was compiled from, which
+    the candidate cannot set, unlike `__name__`: red team, 2026-12-03) runs the kernel's own code. Triton
+    functions in between (`constexpr.__repr__` formatting a block) do not make a helper's call Triton's."""
+    while frame is not None and frame.f_code.co_filename.startswith(triton_dir):
+        frame = frame.f_back
+    return frame is not None and frame.f_code in kernel_codes()
 
 
 def seal_handles() -> None:
@@ -48,10 +62,10 @@ def seal_handles() -> None:
     cls = tl.core.tensor
     if isinstance(cls.__dict__.get("handle"), property):
         return
+    triton_dir = _triton_dir()
 
     def get(self: Any) -> Any:
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if not caller.startswith(_HANDLE_READERS):
+        if not sys._getframe(1).f_code.co_filename.startswith(triton_dir):
             raise InterpreterInternals("a Triton block's `handle` is the interpreter's own (its values as a NumPy "
                                        "array): kernel code computes with tl.* operations, which the GPU compiles")
         return self.__dict__["_ka_handle"]
@@ -90,12 +104,15 @@ def guard_conversions() -> None:
 
 
 def _kernel_only(convert: Any, interp: Any) -> Any:
-    def conversion(self: Any, *args: Any) -> Any:
-        import sys
+    import sys
 
-        caller = sys._getframe(1)
-        if not caller.f_globals.get("__name__", "").startswith(_HANDLE_READERS) and caller.f_code not in {
-                f.__code__ for f in interp.InterpretedFunction.rewritten_fn.values()}:
+    triton_dir = _triton_dir()
+
+    def kernel_codes() -> set:
+        return {f.__code__ for f in interp.InterpretedFunction.rewritten_fn.values()}
+
+    def conversion(self: Any, *args: Any) -> Any:
+        if not _from_kernel_code(sys._getframe(1), triton_dir, kernel_codes):
             raise InterpreterInternals("a Triton block converted to a Python value outside the kernel's own code "
                                        "(a helper it calls): compiled for the GPU a block holds no values there")
         return convert(self, *args)

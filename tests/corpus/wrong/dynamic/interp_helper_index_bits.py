@@ -1,5 +1,6 @@
 # expect: runtime_error
 # problem: softmax
+# policy: off
 # needle: outside the kernel
 """Red team round 8 (2026-12-03, accepted on 11 trials with the policy on): a helper reached through a
 tl.constexpr reads each element of a block with operator.index under the interpreter and computes the
