@@ -94,6 +94,8 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def _rows(family: str, mod, setting: tuple[int, int], n: int, sets: list[dict]) -> list[dict]:
     fwd, bwd, bwd_args, ref = FAMILIES[family](mod)
     mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS = setting
+    # no width table: every width takes the module's defaults, the setting under test
+    mod.FWD_SPREAD, mod.BWD_SPREAD = mod.Spread(mod.FWD_VALUES), mod.Spread(mod.BWD_VALUES)
     base = {"family": family, "n": n, "m": ELEMENTS // n, "threads": setting[0], "cluster_max": setting[1],
             "max_threads": setting[2]}
     out = []
@@ -126,7 +128,7 @@ def main(argv: list[str]) -> int:
     rows: list[dict] = []
     for family in FAMILIES:
         mod = importlib.import_module(f"kernelagent.kernels.{family}.cute")
-        saved = (mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS)
+        saved = (mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS, mod.FWD_SPREAD, mod.BWD_SPREAD)
         try:
             for n in WIDTHS:
                 sets = [_inputs(n, seed) for seed in range(2)]
@@ -135,7 +137,7 @@ def main(argv: list[str]) -> int:
                 del sets
                 torch.cuda.empty_cache()
         finally:
-            mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS = saved
+            mod.MAX_CTA_THREADS_PER_ROW, mod.MAX_CLUSTER, mod.MAX_THREADS, mod.FWD_SPREAD, mod.BWD_SPREAD = saved
     write_result("row_cluster", {"method": METHOD, "elements": ELEMENTS, "dtype": "bfloat16",
                                  "settings": [list(s) for s in settings], "rows": rows})
     return 0

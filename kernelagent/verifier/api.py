@@ -281,7 +281,6 @@ class Verifier:
             res = worker.run(req, self.options.timeout, self.options.memory_limit_mb,
                              on_constructed=lambda: self._deliver(worker, pspec, pack))
         t_aot = time.perf_counter()
-        t_judge = time.perf_counter()
         try:
             aot = self._aot(aot_worker, cspec, res, pspec, pack) if aot_worker is not None else None
             t_judge = time.perf_counter()

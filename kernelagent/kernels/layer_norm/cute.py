@@ -72,13 +72,17 @@ class Spread:
         for width, limits in self.by_width:
             if n <= width:
                 return limits
-        return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+        return _default_limits()
+
+
+def _default_limits() -> tuple[int, int, int]:
+    return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
 
 
 def tiling(n: int, vec: int, values: int, limits: tuple[int, int, int] | None = None) -> Tiling:
     """The tiling of rows of n columns in vectors of vec elements, about `values` per thread, within
     `limits` (Spread.limits; the module's defaults when None)."""
-    per_cta, max_cluster, max_threads = limits or (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+    per_cta, max_cluster, max_threads = limits or _default_limits()
     vectors = -(-n // vec)
     per_thread = max(1, values // vec)
     cluster = 1
@@ -420,7 +424,7 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 # 32K, 1.69 -> 1.73 at 64K and 0.41 -> 0.85 at 256K (128 registers a thread instead of 64); the forward keeps the
 # portable spread everywhere (2.96 / 2.76 / 2.33 against 2.90 / 2.72 / 2.26). Rows up to 16K columns keep the portable
 # spread (not measured otherwise).
-_PORTABLE = (512, 8, 1024)
+_PORTABLE = (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)  # the engine's defaults: (512, 8, 1024)
 FWD_SPREAD = Spread(FWD_VALUES, ())
 BWD_SPREAD = Spread(BWD_VALUES, ((16384, _PORTABLE), (1 << 62, (256, 16, 512))))
 

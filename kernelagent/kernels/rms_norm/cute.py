@@ -73,13 +73,17 @@ class Spread:
         for width, limits in self.by_width:
             if n <= width:
                 return limits
-        return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+        return _default_limits()
+
+
+def _default_limits() -> tuple[int, int, int]:
+    return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
 
 
 def tiling(n: int, vec: int, values: int, limits: tuple[int, int, int] | None = None) -> Tiling:
     """The tiling of rows of n columns in vectors of vec elements, about `values` per thread, within
     `limits` (Spread.limits; the module's defaults when None)."""
-    per_cta, max_cluster, max_threads = limits or (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+    per_cta, max_cluster, max_threads = limits or _default_limits()
     vectors = -(-n // vec)
     per_thread = max(1, values // vec)
     cluster = 1
@@ -421,7 +425,7 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 # 32K, 2.04 -> 2.14 at 64K and 0.45 -> 1.79 at 256K (a CTA of 512 threads holds x, dy and the weight's gradient in 128
 # registers a thread; 1024 threads spilled at 64); forward the same within 1 % up to 64K, 2.90 -> 2.95 at 256K. Rows
 # up to 16K columns keep the portable spread (not measured otherwise).
-_PORTABLE = (512, 8, 1024)
+_PORTABLE = (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)  # the engine's defaults: (512, 8, 1024)
 FWD_SPREAD = Spread(FWD_VALUES, ((65536, _PORTABLE), (1 << 62, (512, 16, 512))))
 BWD_SPREAD = Spread(BWD_VALUES, ((16384, _PORTABLE), (1 << 62, (256, 16, 512))))
 

@@ -73,13 +73,17 @@ class Spread:
         for width, limits in self.by_width:
             if n <= width:
                 return limits
-        return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+        return _default_limits()
+
+
+def _default_limits() -> tuple[int, int, int]:
+    return (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
 
 
 def tiling(n: int, vec: int, values: int, limits: tuple[int, int, int] | None = None) -> Tiling:
     """The tiling of rows of n columns in vectors of vec elements, about `values` per thread, within
     `limits` (Spread.limits; the module's defaults when None)."""
-    per_cta, max_cluster, max_threads = limits or (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)
+    per_cta, max_cluster, max_threads = limits or _default_limits()
     vectors = -(-n // vec)
     per_thread = max(1, values // vec)
     cluster = 1
@@ -421,7 +425,7 @@ def rows_2d(t: torch.Tensor) -> torch.Tensor:
 # 32K, 3.44 -> 3.98 at 64K (CTAs of 256 threads: more rows in flight an SM), 2.55 -> 2.72 at 256K (clusters of 16 CTAs
 # of 512); backward 3.93 -> 4.26 at 32K, 3.76 -> 4.00 at 64K; at 256K the backward keeps the portable spread (3.40
 # against 3.17). Rows up to 16K columns keep the portable spread (not measured otherwise).
-_PORTABLE = (512, 8, 1024)
+_PORTABLE = (MAX_CTA_THREADS_PER_ROW, MAX_CLUSTER, MAX_THREADS)  # the engine's defaults: (512, 8, 1024)
 FWD_SPREAD = Spread(FWD_VALUES, ((16384, _PORTABLE), (65536, (256, 16, 512)), (1 << 62, (512, 16, 512))))
 BWD_SPREAD = Spread(BWD_VALUES, ((16384, _PORTABLE), (65536, (256, 16, 512)), (1 << 62, _PORTABLE)))
 

@@ -247,9 +247,10 @@ _METADATA_INPLACE = frozenset({"set_", "resize_", "resize_as_", "as_strided_", "
                                "transpose_", "t_", "swapdims_", "swapaxes_", "detach_", "requires_grad_"})
 
 
-def _mutated(func: Any, args: tuple, kwargs: dict) -> list[Any]:
-    """The tensors an op writes values into: its arguments marked mutable in its schema (in-place, out=)."""
-    if op_name(func).partition(".")[2] in _METADATA_INPLACE:
+def _mutated(func: Any, base: str, args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors an op (`base`: its name without the namespace) writes values into: its arguments marked
+    mutable in its schema (in-place, out=)."""
+    if base in _METADATA_INPLACE:
         return []
     spec = _written_args.get(func)
     if spec is None:
@@ -354,7 +355,7 @@ class OpRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         if not _CUDA[0]:  # CPU workers (on a GPU a write from device memory into host memory is a d2h copy)
             source = args[1] if base == "copy_" and len(args) > 1 else None  # only a plain copy can be a no-op
-            for written in _mutated(func, args, kwargs):
+            for written in _mutated(func, base, args, kwargs):
                 count_shared_write(written, source)
         if self.sources and base in _COPY_OPS:
             self._track_copy(base, args, out)

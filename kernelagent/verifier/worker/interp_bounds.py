@@ -12,6 +12,9 @@ the identity guard, so putting the unchecked methods back is a `policy_violation
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -32,21 +35,22 @@ class InterpreterInternals(AttributeError):
     """Candidate code read a block's `handle` under the interpreter (its NumPy array of values)."""
 
 
+@functools.cache
 def _triton_dir() -> str:
-    import os
-
     import triton
 
     return os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
 
 
-def _from_kernel_code(frame: Any, triton_dir: str, kernel_codes: Any) -> bool:
+def _from_kernel_code(frame: Any, kernels: dict) -> bool:
     """Whether the nearest frame outside Triton's own files (by the file its code was compiled from, which
-    the candidate cannot set, unlike `__name__`: red team, 2026-12-03) runs the kernel's own code. Triton
-    functions in between (`constexpr.__repr__` formatting a block) do not make a helper's call Triton's."""
+    the candidate cannot set, unlike `__name__`: red team, 2026-12-03) runs the kernel's own code (one of
+    the interpreter's rewritten @triton.jit functions, `kernels`). Triton functions in between
+    (`constexpr.__repr__` formatting a block) do not make a helper's call Triton's."""
+    triton_dir = _triton_dir()
     while frame is not None and frame.f_code.co_filename.startswith(triton_dir):
         frame = frame.f_back
-    return frame is not None and frame.f_code in kernel_codes()
+    return frame is not None and any(frame.f_code is f.__code__ for f in kernels.values())
 
 
 def seal_handles() -> None:
@@ -55,17 +59,15 @@ def seal_handles() -> None:
     kernel is interpreted (a helper, a constexpr callable) could read the values there and compute with
     NumPy where the compiled kernel does something else (red-team review, 2026-12-03): only Triton's own
     modules may read it; anyone else gets an error, which fails the launch."""
-    import sys
-
     import triton.language as tl
 
     cls = tl.core.tensor
     if isinstance(cls.__dict__.get("handle"), property):
         return
-    triton_dir = _triton_dir()
+    _triton_dir()  # resolved now, before any candidate code
 
     def get(self: Any) -> Any:
-        if not sys._getframe(1).f_code.co_filename.startswith(triton_dir):
+        if not sys._getframe(1).f_code.co_filename.startswith(_triton_dir()):
             raise InterpreterInternals("a Triton block's `handle` is the interpreter's own (its values as a NumPy "
                                        "array): kernel code computes with tl.* operations, which the GPU compiles")
         return self.__dict__["_ka_handle"]
@@ -91,6 +93,7 @@ def guard_conversions() -> None:
     original = interp._patch_lang_tensor
     if getattr(original, "_ka_guarded", False):
         return
+    _triton_dir()  # resolved now, before any candidate code
 
     def patch(tensor: Any, scope: Any) -> None:
         original(tensor, scope)
@@ -104,15 +107,8 @@ def guard_conversions() -> None:
 
 
 def _kernel_only(convert: Any, interp: Any) -> Any:
-    import sys
-
-    triton_dir = _triton_dir()
-
-    def kernel_codes() -> set:
-        return {f.__code__ for f in interp.InterpretedFunction.rewritten_fn.values()}
-
     def conversion(self: Any, *args: Any) -> Any:
-        if not _from_kernel_code(sys._getframe(1), triton_dir, kernel_codes):
+        if not _from_kernel_code(sys._getframe(1), interp.InterpretedFunction.rewritten_fn):
             raise InterpreterInternals("a Triton block converted to a Python value outside the kernel's own code "
                                        "(a helper it calls): compiled for the GPU a block holds no values there")
         return convert(self, *args)
