@@ -6,7 +6,8 @@
   hooks installed, launches skipped): causal and not, head dims 64 and 128, fp16 and bf16, a window
   with softcap, the overlapped (ping-pong) and plain schedules; ptxas registers and spills, and
   what the forward's PTX holds (wgmma, TMA loads, setmaxnreg, the named barriers of the ping-pong);
-  the backward's dK/dV and dQ kernels in the same variants (registers and spills).
+  the backward's dK/dV and dQ kernels in the same variants (registers and spills), and the opt-in
+  fused backward kernel in those without a softcap (spills, its bulk reduction in the PTX).
 Numerics need the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -80,10 +81,19 @@ def test_forward_compiles_for_sm90a_in_every_variant(compiled):
 @pytest.mark.slow
 def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     """dK/dV and dQ in each case's variant: no spills, but for a few bytes in dK/dV with a softcap (its
-    tanh pass runs with five register tiles live; the Triton backward spills there too)."""
+    tanh pass runs with five register tiles live; the Triton backward spills there too). The fused
+    backward (cases without a softcap): its bulk reduction in the PTX, and at head dim 128 at most the
+    192 bytes of spill it has (the five GEMMs' accumulators and operands at the 240-register budget)."""
     errors = [f"{c['case']}: {c['error']}" for c in compiled["backward"] if c["error"]]
     assert not errors, "\n\n".join(errors)
-    assert all(c["launches"] == 2 for c in compiled["backward"]), compiled["backward"]
+    fused_cases = [case for case in CASES if case[2] is None]
+    assert [c["launches"] for c in compiled["backward"]] == [2 + (case[2] is None) for case in CASES]
+    fused = [c for c in compiled["compiles"] if "FlashBwdFusedSm90" in c["kernel"]]
+    assert len(fused) == len(fused_cases) == len(compiled["fused_ptx"]), (fused, compiled["fused_ptx"])
+    for c, case, facts in zip(fused, fused_cases, compiled["fused_ptx"].values(), strict=True):
+        allowed = 192 if case[0] == 128 else 0
+        assert c["registers"] and c["spills"] <= allowed and c["stack_bytes"] <= allowed // 4, (case, c)
+        assert facts and facts["bulk_reduce"] >= 1 and facts["wgmma"] >= 16, (case, facts)
     for name in ("FlashBwdDkDvSm90", "FlashBwdDqSm90"):
         kernels = [c for c in compiled["compiles"] if name in c["kernel"]]
         assert len(kernels) == len(CASES), (name, compiled["compiles"])
@@ -117,7 +127,8 @@ def _ptx_facts(folder: Path) -> dict | None:
     text = paths[-1].read_text(errors="replace")
     return {"wgmma": len(re.findall(r"wgmma\.mma_async", text)),
             "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor", text)),
-            "setmaxnreg": len(re.findall(r"setmaxnreg", text)), "named_barriers": len(NAMED_BARRIER.findall(text))}
+            "setmaxnreg": len(re.findall(r"setmaxnreg", text)), "named_barriers": len(NAMED_BARRIER.findall(text)),
+            "bulk_reduce": len(re.findall(r"cp\.reduce\.async\.bulk\.global", text))}
 
 
 def _child() -> None:
@@ -131,7 +142,7 @@ def _child() -> None:
     cs.install_hooks(stats)
     from kernelagent.kernels.attention import cute as ac
 
-    cases, backward, ptx = [], [], {}
+    cases, backward, ptx, fused_ptx = [], [], {}, {}
     dump = Path(os.environ.get("CUTE_DSL_DUMP_DIR", "."))
     with cs.compile_only_mode(stats):
         for d, window, cap, overlap, dtype, (b, sq, sk, hq, hkv) in CASES:
@@ -156,6 +167,10 @@ def _child() -> None:
             try:
                 ac.dkdv_backward(q, k, k, q, tab, torch.empty_like(k), torch.empty_like(k), d ** -0.5, cap, window)
                 ac.dq_backward(q, k, k, q, tab, torch.empty_like(q), True, d ** -0.5, cap, window)
+                if cap is None:  # the fused backward (no softcap); its Triton post-pass runs on the GPU only
+                    ac.fused_kernel(q, k, k, q, tab, torch.empty_like(k), torch.empty_like(k),
+                                    *ac.fused_buffers(q, tab), d ** -0.5, window)
+                    fused_ptx[str(cases[len(backward)]["case"])] = _ptx_facts(dump)
                 error = None
             except Exception as e:  # noqa: BLE001 - reported per case, the test names it
                 error = f"{type(e).__name__}: {cs.clean_error(str(e))[:1500]}\n{traceback.format_exc()[-1500:]}"
@@ -163,7 +178,8 @@ def _child() -> None:
                              "launches": stats["cute_launches_skipped"] - before})
     compiles = [{k: c.get(k) for k in ("kernel", "registers", "spills", "stack_bytes", "compile_seconds")}
                 for c in stats.get("cute_compiles", [])]
-    print("JSON:" + json.dumps({"cases": cases, "backward": backward, "compiles": compiles, "ptx": ptx}))
+    print("JSON:" + json.dumps({"cases": cases, "backward": backward, "compiles": compiles, "ptx": ptx,
+                                "fused_ptx": fused_ptx}))
 
 
 if __name__ == "__main__":

@@ -89,6 +89,21 @@ def test_small_shapes_against_float64(ref, name, case):
     assert not bad, "; ".join(bad)
 
 
+@pytest.mark.parametrize("case", SMALL, ids=lambda c: f"{c[:6]}-{str(c[6])[6:]}-{sorted(c[7])}")
+def test_fused_cute_backward_small_shapes_against_float64(ref, case, monkeypatch):
+    """The fused CuTe backward (opt-in, FUSED_BACKWARD) under the same bar as the default one; with a
+    softcap it hands over to the split kernels."""
+    monkeypatch.setattr(backend("cute"), "FUSED_BACKWARD", True)
+    test_small_shapes_against_float64(ref, "cute", case)
+
+
+def test_fused_cute_backward_gqa_large_and_lse_gradient(monkeypatch):
+    """The fused backward at a large GQA causal shape against fp32 next to SDPA, and the lse's gradient."""
+    monkeypatch.setattr(backend("cute"), "FUSED_BACKWARD", True)
+    test_large_shapes_against_fp32_next_to_sdpa("cute", (2, 2048, 16, 4, True))
+    test_lse_and_its_gradient("cute")
+
+
 LARGE = [(2, 4096, 16, 16, False), (2, 4096, 16, 16, True), (2, 2048, 16, 4, True)]  # (b, s, hq, hkv, causal)
 
 

@@ -14,7 +14,7 @@ visited from the last one down: the blocks cut by the causal diagonal / right wi
 length first (masked), then the interior (no mask), then those cut by a left window edge. The
 epilogue writes O / rowsum and the log-sum-exp straight from registers.
 
-Backward: two CuTe kernels with the forward's warpgroup layout, no atomics (deterministic), both
+Backward (default): two CuTe kernels with the forward's warpgroup layout, no atomics (deterministic), both
 reading one table of the forward's statistics and delta (a small Triton kernel builds it, rows padded
 to whole blocks). dK/dV: one CTA per (128 keys, kv head, batch) keeping K, V and the dK, dV
 accumulators on chip while Q and dO blocks of every query head of the group stream past; keys on
@@ -23,12 +23,15 @@ register operands). dQ: one CTA per (128 queries, head, batch) as the forward, K
 past; dS rounded to 16 bits times K, with the rounding's sum taken out around each row's
 best-scoring key (the Triton dQ kernel's centring). The Triton backward (the block between the
 "shared backward" markers, kept identical in triton.py and checked by a test) serves the CPU
-interpreter and stays for comparison (CUTE_BACKWARD). Varlen batches are Triton-only (triton.py).
+interpreter and stays for comparison (CUTE_BACKWARD). Opt-in (FUSED_BACKWARD): one fused kernel, FA3's
+five GEMMs a step with dQ added across key blocks in fp32 by bulk reductions, then a dQ post-pass; correct
+and tested, but slower than the split on the H200 so far (FlashBwdFusedSm90). Varlen batches are
+Triton-only (triton.py).
 
 Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
 any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles): shapes are dynamic.
 Order: shared backward block -> CuTe helpers -> forward kernel class -> backward kernel classes (dK/dV,
-dQ) -> host launcher -> custom ops -> public API -> ModelNew.
+fused, dQ) -> host launcher -> custom ops -> public API -> ModelNew.
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 from cutlass import Float32, Int32, const_expr
+from cutlass._mlir.dialects import llvm
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.cute.runtime import from_dlpack
+from cutlass.cutlass_dsl import dsl_user_op
 from cutlass.utils import LayoutEnum
 
 # ==== shared backward: kept identical in triton.py and cute.py (tests/kernels/test_attention_cute.py) ====
@@ -710,6 +715,10 @@ def attention_cpu_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, scale, softc
 
 WG = 128  # threads of a warpgroup
 SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
+DS_BARRIER = 4  # the fused backward: both halves of dS^T are in shared memory
+DQ_BARRIER = 5  # 5 and 6: a math warpgroup's dQ part is in shared memory
+DS_FREE_BARRIER = 7  # the fused backward with one dS^T buffer: both warpgroups have read it
+ONES_N = 8  # the ones tile's width (the narrowest wgmma): dS times it gives dS's row sums
 # math warpgroups -> (registers a math thread, a producer thread) after setmaxnreg (FA3's split: the
 # producer keeps few)
 REGS = {1: (256, 56), 2: (240, 24), 3: (160, 32)}
@@ -788,6 +797,16 @@ def _quad_max(x: Float32) -> Float32:
 def _quad_sum(x: Float32) -> Float32:
     x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
     return x + cute.arch.shuffle_sync_bfly(x, offset=2)
+
+
+@dsl_user_op
+def _bulk_add_f32(gmem_ptr: cute.Pointer, smem_ptr: cute.Pointer, size_bytes: int, *, loc=None, ip=None) -> None:
+    """Add `size_bytes` of fp32 from shared memory into global memory in one asynchronous bulk copy
+    (cp.reduce.async.bulk ... .add.f32, one bulk group; the caller commits and waits)."""
+    llvm.inline_asm(
+        None, [gmem_ptr.llvm_ptr, smem_ptr.toint(loc=loc, ip=ip).ir_value(), Int32(size_bytes).ir_value()],
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
 # -------------------------------------------------------------------------------- forward kernel
@@ -1322,6 +1341,11 @@ class FlashBwdDkDvSm90:
         return m_lo, f_lo, f_hi, m_hi
 
     @cute.jit
+    def _m_at(self, m: Int32, blocks, n_block: Int32) -> Int32:
+        """The query block the walk visits at position m (in order here)."""
+        return m
+
+    @cute.jit
     def load(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
              sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, sT: cute.Tensor,
              tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, tma_do: cute.CopyAtom,
@@ -1350,7 +1374,7 @@ class FlashBwdDkDvSm90:
                                              cute.group_modes(gDO, 0, 2))
             tTs, tTg = cpasync.tma_partition(tma_t, 0, one, cute.group_modes(sT, 0, 2), cute.group_modes(gT, 0, 2))
             for i in cutlass.range(m_hi - m_lo, unroll=1):
-                m = m_lo + i
+                m = self._m_at(m_lo + i, blocks, n_block)
                 pipe_q.producer_acquire(state)
                 bar = pipe_q.producer_get_barrier(state)
                 cute.copy(tma_q, tQg[None, m], tQs[None, state.index], tma_bar_ptr=bar)
@@ -1494,6 +1518,345 @@ class FlashBwdDkDvSm90:
                 if n_block * self.tile_n + c_mn[r, 0][0] < seqlen_k:
                     for c in cutlass.range_constexpr(cute.size(r_mn, mode=[1])):
                         g_mn[r, c] = r_mn[r, c]
+
+
+class FlashBwdFusedSm90(FlashBwdDkDvSm90):
+    """The backward in one kernel (FA3's five GEMMs a step instead of the split's seven; opt-in, see
+    FUSED_BACKWARD): the dK/dV kernel, plus dQ. Each step's dS^T (16-bit, as dK's GEMM takes it) also
+    goes to shared memory (two buffers; one barrier between the math warpgroups a step: dQ's GEMM needs
+    both halves); dQ's part from these 128 keys, dS K, is a wgmma from shared memory (each warpgroup one
+    half of the head dim), issued before dK's so that dK's runs while the part goes to shared memory in
+    fragment order and, by one bulk asynchronous reduction (cp.reduce.async.bulk .add.f32), into a
+    global fp32 accumulator. dS times a ones tile (a 64 x 8 wgmma) gives the rows' sums of the rounded
+    dS (added to a global row sum); each query's largest key index with P within a factor 2 of its
+    largest (its best-scoring key or one as close) goes to a global max. A small Triton kernel then
+    takes the rounding out around that key (_dq_post_kernel: the split dQ kernel's centring), scales
+    and rounds dQ. No softcap (its row sums have no closed form: the split serves it). dQ is summed in
+    an order that varies from run to run (fp32 reductions across CTAs); dK and dV are not."""
+
+    def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
+                 rotate: bool = False, dq_stages: int = 1):
+        assert not softcap, "the fused backward takes no softcap"
+        super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
+        # FA3's order: dQ's GEMM, then dK's, which runs while dQ's part is stored (else dK's first and
+        # done before dQ's is issued); the interior query blocks rotated by the key block (else in order);
+        # one or two buffers for dQ's part (with two, dS^T gets one: shared memory). The defaults measured
+        # best (benchmarks/probes/attention_bwd_fused.py)
+        self.dq_first, self.rotate, self.dq_stages = dq_first, rotate, dq_stages
+        self.ds_stages = 2 if dq_stages == 1 else 1
+
+    @cute.jit
+    def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
+                 mDV: cute.Tensor, mTab: cute.Tensor, mAcc: cute.Tensor, mRS: cute.Tensor, mBest: cute.Tensor,
+                 sm_scale: Float32, scale_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        # (B, S, H, D) -> (S, D, H, B); the table (B, H, 4, S_pad) -> (S_pad, 4, H, B); the dQ accumulator
+        # (B, H, S_pad, D) -> (S_pad, D, H, B); row sums and best keys (B, H, S_pad) -> (S_pad, H, B)
+        mQ, mK, mV, mDO, mDK, mDV = [
+            cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
+            for t in (mQ, mK, mV, mDO, mDK, mDV)]
+        mTab = cute.make_tensor(mTab.iterator, cute.select(_aligned(mTab).layout, mode=[3, 2, 1, 0]))
+        s_pad, heads = mAcc.shape[2], mAcc.shape[1]  # a step's reductions at constant offsets from one address
+        mAcc = cute.make_tensor(mAcc.iterator, cute.make_layout(
+            (s_pad, self.d, heads, mAcc.shape[0]), stride=(self.d, 1, s_pad * self.d, heads * s_pad * self.d)))
+        mRS, mBest = [cute.make_tensor(t.iterator, cute.select(t.layout, mode=[2, 1, 0])) for t in (mRS, mBest)]
+        tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
+        tiled_mma_dkv = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        tiled_mma_dq = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(1, self.num_wg, 1), tiler_mn=(64, self.d // self.num_wg))
+        tiled_mma_rs = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(1, 1, 1), tiler_mn=(64, ONES_N))
+        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, None)
+        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, self.stages)
+        sT_layout = cute.make_layout((self.tile_m, 4, self.stages))
+        sDS_layout = _smem_layout(self.dtype, self.tile_n, self.tile_m, self.ds_stages)  # dS^T: keys x queries
+        sOnes_layout = _smem_layout(self.dtype, ONES_N, self.tile_n, None)
+        # dQ's part, per math warpgroup: thread t's 4-value group j at (j * 128 + t) * 4 (conflict-free
+        # 16-byte stores; _dq_post_kernel reads this order back)
+        per_wg = self.tile_m * self.d // self.num_wg
+        sdQ_layout = cute.make_layout(((4, WG), per_wg // (4 * WG), self.num_wg, self.dq_stages),
+                                      stride=((1, 4), 4 * WG, per_wg, per_wg * self.num_wg))
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
+        one_q = cute.select(sQ_layout, mode=[0, 1])
+        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, one_q, (self.tile_m, self.d))
+        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, one_q, (self.tile_m, self.d))
+        tma_t, tT = cpasync.make_tiled_tma_atom(load, mTab, cute.select(sT_layout, mode=[0, 1]), (self.tile_m, 4))
+        self.kv_bytes = cute.size_in_bytes(self.dtype, sK_layout)
+        self.q_bytes = cute.size_in_bytes(self.dtype, one_q)
+        self.t_bytes = self.tile_m * 4 * 4
+
+        @cute.struct
+        class SharedStorage:
+            mbar_kv: cute.struct.MemRange[cutlass.Int64, 2]
+            mbar_q: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            mbar_do: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sT: cute.struct.Align[cute.struct.MemRange[Float32, cute.cosize(sT_layout)], 128]
+            sK: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sV: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sK_layout)], 1024]
+            sQ: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sDO: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sQ_layout)], 1024]
+            sDS: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sDS_layout)], 1024]
+            sOnes: cute.struct.Align[cute.struct.MemRange[self.dtype, cute.cosize(sOnes_layout)], 1024]
+            sdQ: cute.struct.Align[cute.struct.MemRange[Float32, cute.cosize(sdQ_layout)], 128]
+
+        grid = (cute.ceil_div(mK.shape[0], self.tile_n), cute.size(mK.shape[2]), cute.size(mK.shape[3]))
+        self.kernel(tQ, tK, tV, tDO, tT, mDK, mDV, mAcc, mRS, mBest, tma_q, tma_k, tma_v, tma_do, tma_t, sm_scale,
+                    scale_log2, win_left, win_right, mQ.shape[0], mQ.shape[2], sK_layout, sQ_layout, sT_layout,
+                    sDS_layout, sOnes_layout, sdQ_layout, tiled_mma_sdp, tiled_mma_dkv, tiled_mma_dq, tiled_mma_rs,
+                    SharedStorage).launch(grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    @cute.kernel
+    def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
+               mDK: cute.Tensor, mDV: cute.Tensor, mAcc: cute.Tensor, mRS: cute.Tensor, mBest: cute.Tensor,
+               tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, tma_do: cute.CopyAtom,
+               tma_t: cute.CopyAtom, sm_scale: Float32, scale_log2: Float32, win_left: Int32, win_right: Int32,
+               seqlen_q: Int32, heads_q: Int32, sK_layout: cute.ComposedLayout, sQ_layout: cute.ComposedLayout,
+               sT_layout: cute.Layout, sDS_layout: cute.ComposedLayout, sOnes_layout: cute.ComposedLayout,
+               sdQ_layout: cute.Layout, tiled_mma_sdp: cute.TiledMma, tiled_mma_dkv: cute.TiledMma,
+               tiled_mma_dq: cute.TiledMma, tiled_mma_rs: cute.TiledMma, SharedStorage: cutlass.Constexpr):
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        n_block, head_kv, batch = cute.arch.block_idx()
+        if warp_idx == 0:
+            for atom in (tma_q, tma_k, tma_v, tma_do, tma_t):
+                cpasync.prefetch_descriptor(atom)
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(SharedStorage)
+        pipe_kv = _tma_pipe(storage.mbar_kv, 1, 2 * self.kv_bytes, self.num_wg)
+        pipe_q = _tma_pipe(storage.mbar_q, self.stages, self.q_bytes + self.t_bytes, self.num_wg)
+        pipe_do = _tma_pipe(storage.mbar_do, self.stages, self.q_bytes, self.num_wg)
+        pipeline.pipeline_init_arrive(is_relaxed=True)
+        sK = storage.sK.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sV = storage.sV.get_tensor(sK_layout.outer, swizzle=sK_layout.inner)
+        sQ = storage.sQ.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sDO = storage.sDO.get_tensor(sQ_layout.outer, swizzle=sQ_layout.inner)
+        sT = storage.sT.get_tensor(sT_layout)
+        sDS = storage.sDS.get_tensor(sDS_layout.outer, swizzle=sDS_layout.inner)
+        sOnes = storage.sOnes.get_tensor(sOnes_layout.outer, swizzle=sOnes_layout.inner)
+        sdQ = storage.sdQ.get_tensor(sdQ_layout)
+        seqlen_k = mK.shape[0]
+        group = heads_q // mK.shape[2]
+        blocks = self._query_range(n_block, seqlen_q, seqlen_k, win_left, win_right)
+        pipeline.pipeline_init_wait()
+
+        if warp_idx < 4:  # producer warpgroup: one warp issues the TMA loads
+            cute.arch.setmaxregister_decrease(self.load_regs)
+            if warp_idx == 0:
+                self.load(mQ, mK, mV, mDO, mTab, sQ, sK, sV, sDO, sT, tma_q, tma_k, tma_v, tma_do, tma_t, pipe_kv,
+                          pipe_q, pipe_do, n_block, head_kv, batch, group, blocks)
+        else:
+            cute.arch.setmaxregister_increase(self.mma_regs)
+            tidx, _, _ = cute.arch.thread_idx()
+            smem_t = (sQ, sK, sV, sDO, sT, sDS, sOnes, sdQ)
+            self.mma_fused((tiled_mma_sdp, tiled_mma_dkv, tiled_mma_dq, tiled_mma_rs), (mDK, mDV, mAcc, mRS, mBest),
+                           smem_t, pipe_kv, pipe_q, pipe_do, tidx - WG, n_block, head_kv, batch, group, seqlen_q,
+                           seqlen_k, blocks, sm_scale, scale_log2, win_left, win_right)
+
+    @cute.jit
+    def mma_fused(self, mmas, outs, smem_t, pipe_kv, pipe_q, pipe_do, tidx: Int32, n_block: Int32, head_kv: Int32,
+                  batch: Int32, group: Int32, seqlen_q: Int32, seqlen_k: Int32, blocks, sm_scale: Float32,
+                  scale_log2: Float32, win_left: Int32, win_right: Int32):
+        """The math warpgroups: partitions, the ones tile, the walk over (query head, query block), the
+        dK/dV epilogue. A key block cut by the key length takes the masked step throughout."""
+        tiled_mma_sdp, tiled_mma_dkv, tiled_mma_dq, tiled_mma_rs = mmas
+        mDK, mDV, mAcc, mRS, mBest = outs
+        sQ, sK, sV, sDO, sT, sDS, sOnes, sdQ = smem_t
+        m_lo, f_lo, f_hi, m_hi = blocks
+        wg = cute.arch.make_warp_uniform(tidx // WG)
+        wg_sdp = tiled_mma_sdp.get_slice(wg * WG)
+        wg_dkv = tiled_mma_dkv.get_slice(wg * WG)
+        wg_dq = tiled_mma_dq.get_slice(wg * WG)
+        wg_rs = tiled_mma_rs.get_slice(0)
+        thr_sdp = tiled_mma_sdp.get_slice(tidx)
+        sDSt = _transpose_view(sDS)
+        ctx = {
+            "sdp": tiled_mma_sdp, "dkv": tiled_mma_dkv, "dq": tiled_mma_dq, "rs": tiled_mma_rs, "pipe_q": pipe_q,
+            "pipe_do": pipe_do, "sT": sT, "sDS": sDS, "thr_sdp": thr_sdp, "wg": wg, "tidx": tidx,
+            "tSrK": wg_sdp.make_fragment_A(wg_sdp.partition_A(sK)),
+            "tSrV": wg_sdp.make_fragment_A(wg_sdp.partition_A(sV)),
+            "tSrQ": wg_sdp.make_fragment_B(wg_sdp.partition_B(sQ)),
+            "tSrDO": wg_sdp.make_fragment_B(wg_sdp.partition_B(sDO)),
+            "tDrQt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sQ))),
+            "tDrDOt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sDO))),
+            "tQrDS": wg_dq.make_fragment_A(wg_dq.partition_A(sDSt)),
+            "tQrKt": wg_dq.make_fragment_B(wg_dq.partition_B(_transpose_view(sK))),
+            "tRrDS": wg_rs.make_fragment_A(wg_rs.partition_A(sDSt)),
+            "tRrOnes": wg_rs.make_fragment_B(wg_rs.partition_B(sOnes)),
+            "acc_dK": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
+            "acc_dV": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
+            "s_shape": wg_sdp.partition_shape_C((self.tile_n, self.tile_m)),
+            "q_shape": wg_dq.partition_shape_C((self.tile_m, self.d)),
+            "r_shape": wg_rs.partition_shape_C((self.tile_m, ONES_N)),
+            "c_mn": _acc_mn(thr_sdp.partition_C(cute.make_identity_tensor((self.tile_n, self.tile_m)))),
+            "q_mn": _acc_mn(tiled_mma_dq.get_slice(tidx).partition_C(
+                cute.make_identity_tensor((self.tile_m, self.d)))),
+            "r_mn": _acc_mn(tiled_mma_rs.get_slice(tidx % WG).partition_C(
+                cute.make_identity_tensor((self.tile_m, ONES_N)))),
+            "acc_out": (mAcc, mRS, mBest), "batch": batch, "sdQ": sdQ[None, None, wg, None], "seqlen_k": seqlen_k,
+            "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
+            "near": Float32(1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
+        }
+        ctx["acc_dK"].fill(0.0)
+        ctx["acc_dV"].fill(0.0)
+        for i in cutlass.range_constexpr(ONES_N * self.tile_n // (self.num_wg * WG)):
+            at = tidx * (ONES_N * self.tile_n // (self.num_wg * WG)) + i
+            sOnes[at // self.tile_n, at % self.tile_n] = self.dtype(1.0)
+        partial = (n_block + 1) * self.tile_n > seqlen_k
+        kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
+        pipe_kv.consumer_wait(kv_state)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        step = Int32(0)
+        for g in cutlass.range(group, unroll=1):
+            head = head_kv * group + g
+            if partial:  # the loader's order (_m_at) throughout
+                for i in cutlass.range(m_hi - m_lo, unroll=1):
+                    state, step = self.fused_step(ctx, self._m_at(m_lo + i, blocks, n_block), head, state, step,
+                                                  True)
+            else:
+                for i in cutlass.range(f_lo - m_lo, unroll=1):  # cut by the causal diagonal / right window edge
+                    state, step = self.fused_step(ctx, m_lo + i, head, state, step, True)
+                for i in cutlass.range(f_hi - f_lo, unroll=1):  # interior: no mask
+                    state, step = self.fused_step(ctx, self._m_at(f_lo + i, blocks, n_block), head, state, step,
+                                                  False)
+                for i in cutlass.range(m_hi - f_hi, unroll=1):  # cut by the left window edge
+                    state, step = self.fused_step(ctx, f_hi + i, head, state, step, True)
+        if tidx % WG == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left shared memory
+        self.epilogue(tiled_mma_dkv, ctx["acc_dK"], ctx["acc_dV"], mDK, mDV, tidx, n_block, head_kv, batch,
+                      seqlen_k, sm_scale)
+
+    @cute.jit
+    def _m_at(self, m: Int32, blocks, n_block: Int32) -> Int32:
+        """The interior query blocks rotated by the key block: CTAs of one head running side by side add
+        into different dQ blocks at a time (in order, all would reduce into the same 32 KiB together)."""
+        _, f_lo, f_hi, _ = blocks
+        if const_expr(self.rotate):
+            if m >= f_lo and m < f_hi:
+                m = f_lo + (m - f_lo + n_block) % (f_hi - f_lo)
+        return m
+
+    @cute.jit
+    def fused_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
+        """One query block: the dK/dV step (S^T, dP^T; P^T, dV; dS^T, dK), then dS^T to shared memory,
+        dQ's GEMM and the row sums' (after a barrier: both halves of dS^T written), their reductions."""
+        pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
+        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        pipe_q.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_S, ctx["tSrK"], ctx["tSrQ"][None, None, None, state.index], True)
+        pipe_do.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_dP, ctx["tSrV"], ctx["tSrDO"][None, None, None, state.index], True)
+        warpgroup.wait_group(1)  # S^T is done, dP^T may still run
+        self._fused_probs(ctx, acc_S, m_block, head, state.index, mask)
+        rP = cute.make_rmem_tensor(acc_S.layout.shape, self.dtype)
+        rP.store(acc_S.load().to(self.dtype))
+        _gemm(ctx["dkv"], ctx["acc_dV"], cute.make_tensor(rP.iterator, _acc_as_a(rP.layout)),
+              ctx["tDrDOt"][None, None, None, state.index], False)
+        warpgroup.wait_group(1)  # dP^T is done
+        self._grads(ctx, acc_S, acc_dP, state.index)
+        rDS = cute.make_rmem_tensor(acc_dP.layout.shape, self.dtype)
+        rDS.store(acc_dP.load().to(self.dtype))
+        buf = step % self.ds_stages
+        if const_expr(self.ds_stages == 1):  # both warpgroups' last dQ GEMMs have read sDS
+            cute.arch.barrier(barrier_id=DS_FREE_BARRIER, number_of_threads=self.num_wg * WG)
+        cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, buf]))
+        if const_expr(not self.dq_first):
+            _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
+                  ctx["tDrQt"][None, None, None, state.index], False)
+            warpgroup.wait_group(0)  # P^T and dS^T leave registers before dQ's accumulator arrives
+        cute.arch.fence_view_async_shared()
+        if ctx["tidx"] % WG == 0:  # the dQ part of dq_stages steps ago has left its buffer
+            cute.arch.cp_async_bulk_wait_group(self.dq_stages - 1, read=True)
+        cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
+        acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
+        _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
+        acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
+        if ctx["wg"] == 0:
+            _gemm(ctx["rs"], acc_rs, ctx["tRrDS"][None, None, None, buf], ctx["tRrOnes"], True)
+        if const_expr(self.dq_first):  # dK's GEMM runs while dQ's part is stored
+            _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
+                  ctx["tDrQt"][None, None, None, state.index], False)
+            warpgroup.wait_group(1)
+            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head, step % self.dq_stages)
+            warpgroup.wait_group(0)
+            pipe_q.consumer_release(state)
+            pipe_do.consumer_release(state)
+        else:
+            warpgroup.wait_group(0)
+            pipe_q.consumer_release(state)
+            pipe_do.consumer_release(state)
+            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head, step % self.dq_stages)
+        state.advance()
+        return state, step + 1
+
+    @cute.jit
+    def _fused_probs(self, ctx, acc_S: cute.Tensor, m_block: Int32, head: Int32, stage: Int32,
+                     mask: cutlass.Constexpr):
+        """acc_S (raw scores k.q, keys on rows) becomes P^T = exp2((s - m) * scale_log2 - l), 0 outside
+        the mask and past the key length (masked steps); a query's largest key index among those with
+        (s - m) * scale_log2 >= -1 (P at least half its largest) goes to the global best-key table."""
+        s_mn = _acc_mn(acc_S)
+        c_mn, sT = ctx["c_mn"], ctx["sT"]
+        best = ctx["acc_out"][2][None, head, ctx["batch"]]
+        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+            col = c_mn[0, c][1]
+            m2 = sT[col, 0, stage]
+            l2 = sT[col, 1, stage]
+            near = m2 - ctx["near"]
+            query = m_block * self.tile_m + col
+            pick = Int32(-1)
+            for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                s = s_mn[r, c]
+                p = cute.math.exp2((s - m2) * ctx["scale_log2"] - l2, fastmath=True)
+                key = ctx["n_block"] * self.tile_n + c_mn[r, 0][0]
+                keep = s >= near
+                if const_expr(mask):
+                    inside = key < ctx["seqlen_k"]
+                    if const_expr(self.has_right):
+                        inside = inside & (key <= query + ctx["off"] + ctx["win_right"])
+                    if const_expr(self.has_left):
+                        inside = inside & (key >= query + ctx["off"] - ctx["win_left"])
+                    p = p if inside else Float32(0.0)
+                    keep = keep & inside
+                pick = key if keep else pick
+                s_mn[r, c] = p
+            if pick >= 0:
+                cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed", scope="gpu")
+
+    @cute.jit
+    def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, acc_rs: cute.Tensor, m_block: Int32, head: Int32, buf: Int32):
+        """dQ's part: this warpgroup's 64 x D/2 fp32 tile to shared memory in fragment order, then one
+        bulk reduction (add) into its chunk of the global accumulator, issued by the warpgroup's first
+        thread; and, from the first warpgroup, the rounded dS's row sums (every column of the ones
+        product holds it: the quad's first thread adds it)."""
+        mAcc, mRS, _ = ctx["acc_out"]
+        t = ctx["tidx"] % WG
+        groups = cute.size(acc_dQ) // 4
+        src = cute.make_tensor(acc_dQ.iterator, cute.make_layout((4, groups), stride=(1, 4)))
+        sdQ = ctx["sdQ"][None, None, buf]
+        dst = cute.make_tensor(sdQ.iterator + t * 4, cute.make_layout((4, groups), stride=(1, 4 * WG)))
+        cute.autovec_copy(src, dst)
+        cute.arch.fence_view_async_shared()
+        cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
+        if t == 0:
+            row = m_block * self.tile_m + ctx["wg"] * (self.tile_m // self.num_wg)  # the chunk's first float
+            _bulk_add_f32(mAcc[None, None, head, ctx["batch"]].iterator + row * self.d, sdQ.iterator,
+                          self.tile_m * self.d // self.num_wg * 4)
+            cute.arch.cp_async_bulk_commit_group()
+        if ctx["wg"] == 0:
+            if ctx["tidx"] % 4 == 0:
+                rs = mRS[None, head, ctx["batch"]]
+                s_mn = _acc_mn(acc_rs)
+                for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                    row = m_block * self.tile_m + ctx["r_mn"][r, 0][0]
+                    cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed", scope="gpu")
 
 
 # ------------------------------------------------------------------------------------- backward: dQ
@@ -1880,6 +2243,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
 CUTE_BACKWARD = True  # False: the Triton backward of the shared block (benchmarks compare the two)
 BWD_PAD = 128  # the table's rows are padded to a multiple of this (every tile_m divides it)
 TAB_BLOCK = 64  # rows per program of the table kernel
+POST_BLOCK = 64  # rows per program of the fused backward's dQ post-pass
 
 
 def _bwd_tiles(d: int) -> dict:
@@ -1950,6 +2314,88 @@ def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None,
     compiled(*args, stream)
 
 
+# True: the fused backward without a softcap (opt-in: 12-17 % slower than the split kernels on the H200,
+# benchmarks/results/2026-12-03-h200/attention_bwd_fused.json; the card says why)
+FUSED_BACKWARD = False
+
+
+@triton.jit
+def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_h, seqlen_q, s_pad, n_heads, group,
+                    sm_scale, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The fused backward's dQ: (acc - c (rs - dlse)) * scale in the output dtype, c the row's best key
+    (none: 0), rs the sum of its rounded dS, dlse what that sum is exactly (0 for a row that sees no
+    key: l = +inf there). As the split dQ kernel's epilogue."""
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh % n_heads
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_D)
+    ok = rows < seqlen_q
+    at = bh.to(tl.int64) * s_pad + rows
+    mask = ok[:, None] & (cols[None, :] < HEAD_D)
+    # the kernel's order within a (64-row block, half of the head dim) chunk: see FlashBwdFusedSm90._reduce_dq
+    half = HEAD_D // 2
+    wg, cc, rr = cols // half, (cols % half)[None, :], (rows % 64)[:, None]
+    t = 32 * (rr // 16) + 4 * (rr % 8) + (cc % 8) // 2  # the thread of its warpgroup, then its value
+    pos = ((cc // 8) * 128 + t) * 4 + 2 * ((rr % 16) // 8) + cc % 2
+    chunk = (bh.to(tl.int64) * s_pad + rows - rows % 64)[:, None] * HEAD_D + (wg * 64 * half)[None, :]
+    acc = tl.load(ACC + chunk + pos, mask=mask, other=0.0)
+    rs = tl.load(RS + at, mask=ok, other=0.0)
+    tab = TAB + bh.to(tl.int64) * 4 * s_pad + rows
+    l2 = tl.load(tab + s_pad, mask=ok, other=float("inf"))
+    dlse = tl.load(tab + 3 * s_pad, mask=ok, other=0.0)
+    rs = tl.where(l2 != float("inf"), rs - dlse, rs)
+    best = tl.load(BEST + at, mask=ok, other=-1)
+    kb = K + b.to(tl.int64) * sk_b + (h // group) * sk_h + best.to(tl.int64)[:, None] * sk_s + cols[None, :]
+    centre = tl.load(kb, mask=mask & (best >= 0)[:, None], other=0.0).to(tl.float32)
+    dq = (acc - rs[:, None] * centre) * sm_scale
+    out = DQ + b.to(tl.int64) * sq_b + h * sq_h + rows.to(tl.int64)[:, None] * sq_s + cols[None, :]
+    tl.store(out, dq.to(DQ.dtype.element_ty), mask=mask)
+
+
+def _fused_tiles(d: int) -> dict:
+    """The dK/dV tiles; Q and dO in a 2-stage ring at d = 128 (with dS^T's two buffers and dQ's part
+    three stages do not fit in shared memory)."""
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3}
+
+
+def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
+    """dQ, dK, dV by the fused CuTe kernel (no softcap) and the dQ post-pass."""
+    acc, rs, best = fused_buffers(q, tab)
+    fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale, window)
+    b, sq, hq, d = q.shape
+    _dq_post_kernel[(triton.cdiv(sq, POST_BLOCK), b * hq)](
+        acc, rs, best, tab, k, dq, *_strides(k, False), *_strides(dq, False), sq, tab.shape[-1], hq,
+        hq // k.shape[2], scale, HEAD_D=d, BLOCK_D=_block_d(d), BLOCK_M=POST_BLOCK)
+
+
+def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused kernel's dQ accumulator (fp32, zeros), row sums (zeros) and best keys (-1), over the
+    table's padded rows (the last query block's rows need no bounds)."""
+    b, _, hq, d = q.shape
+    s_pad = tab.shape[-1]
+    return (torch.zeros((b, hq, s_pad, d), dtype=torch.float32, device=q.device),
+            torch.zeros((b, hq, s_pad), dtype=torch.float32, device=q.device),
+            torch.full((b, hq, s_pad), -1, dtype=torch.int32, device=q.device))
+
+
+def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window) -> None:
+    """dK, dV and dQ's parts by the fused CuTe kernel (compiled once per dtype, head dim, masks)."""
+    d = q.shape[3]
+    win_l, win_r, has_l, has_r = _window_args(window)
+    flags = dict(_fused_tiles(d), has_left=has_l, has_right=has_r)
+    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dk), _to_cute(dv), _to_cute(tab),
+            _to_cute(acc), _to_cute(rs, 4), _to_cute(best, 4), Float32(scale), Float32(scale * LOG2E),
+            Int32(win_l), Int32(win_r)]
+    stream = _stream(q)
+    key = ("fused", q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    compiled = _CACHE.get(key)
+    if compiled is None:
+        compiled = cute.compile(FlashBwdFusedSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        _CACHE[key] = compiled
+    compiled(*args, stream)
+
+
 def _dq_tiles(d: int) -> dict:
     """dQ tiles: 128 queries (two math warpgroups) by 64 keys a step (dQ, S and dP in registers; 2 or 3
     stages measured alike)."""
@@ -1985,6 +2431,9 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
     if q.numel() == 0 or k.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     tab = _stats_table(do, out, stats, None if dlse is None else dlse.float())
+    if FUSED_BACKWARD and softcap is None:
+        fused_backward(q, k, v, do, tab, dq, dk, dv, scale, window)
+        return dq, dk, dv
     dkdv_backward(q, k, v, do, tab, dk, dv, scale, softcap, window)
     dq_backward(q, k, v, do, tab, dq, dlse is not None, scale, softcap, window)
     return dq, dk, dv
