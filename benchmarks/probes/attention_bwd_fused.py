@@ -1,10 +1,12 @@
-"""Probe (H200): the fused CuTe DSL attention backward (one kernel, five GEMMs a step, dQ added in fp32
-across key blocks, a dQ post-pass) against the split one (dK/dV, then dQ: seven GEMMs), at B=2 H=16
-S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared (relative L2),
-each backward timed with triton.testing.do_bench (median, warmup 25 ms, rep 100 ms), and the forward +
-backward through the autograd op. Also dQ's error against float64 where the keys sit far from 0
-(k + 60: the case the centring is for), both backwards. Writes attention_bwd_fused.json
-(benchmarks.common.write_result: $OUT or benchmarks/results).
+"""Probe (H200): the fused CuTe DSL attention backward (one kernel, five GEMMs a step, dQ's parts added in
+fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one (dK/dV, then dQ: seven
+GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
+(relative L2), each backward and the forward + backward through the autograd op timed with
+triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); at D=128 the fused kernel's other settings
+(VARIANTS: private dQ parts, dK's GEMM before dQ's, rotated query blocks), each timed with its dQ
+against the split's. Also dQ's error against float64 where the keys sit far from 0 (k + 60: the case the
+centring is for), both backwards. Writes attention_bwd_fused.json (benchmarks.common.write_result: $OUT
+or benchmarks/results). KA_PROBE_D=128 limits the head dims.
 
   source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_bwd_fused.py
 """
@@ -30,8 +32,8 @@ from kernelagent.kernels.attention.reference import attention_reference  # noqa:
 B, S, H = 2, 8192, 16
 FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
 # the fused kernel's other settings (FlashBwdFusedSm90's options), each against its defaults
-VARIANTS = [("dk_before_dq", {"dq_first": False}), ("rotated_query_blocks", {"rotate": True}),
-            ("two_dq_buffers", {"dq_stages": 2})]
+VARIANTS = [("private_dq_parts", {"private_dq": True}), ("dk_before_dq", {"dq_first": False}),
+            ("rotated_query_blocks", {"rotate": True})]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), after a first (compiling) "
           "call; backward TFLOP/s count 2.5x the forward's FLOPs, forward+backward 3.5x (FlashAttention's count)")

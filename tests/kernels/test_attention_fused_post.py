@@ -19,7 +19,7 @@ from tests.helpers.interp import run_in_interpreter
 pytest.importorskip("cutlass")
 
 
-def scatter_like_the_kernel(dq, half: int):
+def scatter_like_the_kernel(dq, half: int):  # half: the columns of one region
     """(B, H, S_pad, D) fp32 in natural order -> the same buffer as the fused kernel leaves it."""
     import torch
 
@@ -49,7 +49,10 @@ def child() -> dict:
 
     torch.manual_seed(0)
     errors = {}
-    for d, sq, dtype in ((128, 100, torch.bfloat16), (64, 64, torch.float16)):
+    tiles = ac._fused_tiles
+    for private, d, sq, dtype in ((p, *case) for p in (False, True)
+                                  for case in ((128, 100, torch.bfloat16), (64, 64, torch.float16))):
+        ac._fused_tiles = lambda d, p=private: {**tiles(d), "private_dq": p}
         b, h, hkv, s_pad = 1, 2, 1, 128
         acc = torch.randn(b, h, s_pad, d)
         rs = torch.randn(b, h, s_pad)
@@ -61,15 +64,15 @@ def child() -> dict:
         dq = torch.full((b, sq, h, d), 7.0, dtype=dtype)
         scale = 0.125
         ac._dq_post_kernel[(triton_cdiv(sq, ac.POST_BLOCK), b * h)](
-            scatter_like_the_kernel(acc, d // 2), rs, best, tab, k, dq, *ac._strides(k, False),
+            scatter_like_the_kernel(acc, ac._dq_region(d)), rs, best, tab, k, dq, *ac._strides(k, False),
             *ac._strides(dq, False), sq, s_pad, h, h // hkv, scale, HEAD_D=d, BLOCK_D=ac._block_d(d),
-            BLOCK_M=ac.POST_BLOCK)
+            BLOCK_M=ac.POST_BLOCK, REGION=ac._dq_region(d))
         sums = torch.where(tab[:, :, 1] != float("inf"), rs - tab[:, :, 3], rs)
         centre = torch.where((best >= 0)[..., None], k[0, best.clamp_min(0).long()[0], 0].float()[None], 0.0)
         want = ((acc - sums[..., None] * centre) * scale)[:, :, :sq].transpose(1, 2).to(dtype)
         # one unit in the last place of the output dtype at most (fp32 rounding order, then the cast)
         ulp = 2.0 ** (-7 if dtype == torch.bfloat16 else -10)
-        errors[str(d)] = float(((dq.float() - want.float()).abs() / (want.float().abs() * ulp + 1e-30)).max())
+        errors[f"{d} private={private}"] = float(((dq.float() - want.float()).abs() / (want.float().abs() * ulp + 1e-30)).max())
     return errors
 
 
@@ -81,5 +84,5 @@ def test_post_pass_reads_the_kernels_order_and_centres():
     code = ("from tests.helpers.interp import emit\nimport tests.kernels.test_attention_fused_post as t\n"
             "emit(t.child())\n")
     errors = run_in_interpreter(code, timeout=300)
-    assert errors.keys() == {"128", "64"}
+    assert len(errors) == 4
     assert all(e <= 1.0 for e in errors.values()), errors

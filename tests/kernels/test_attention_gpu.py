@@ -89,17 +89,29 @@ def test_small_shapes_against_float64(ref, name, case):
     assert not bad, "; ".join(bad)
 
 
-@pytest.mark.parametrize("case", SMALL, ids=lambda c: f"{c[:6]}-{str(c[6])[6:]}-{sorted(c[7])}")
-def test_fused_cute_backward_small_shapes_against_float64(ref, case, monkeypatch):
-    """The fused CuTe backward (opt-in, FUSED_BACKWARD) under the same bar as the default one; with a
-    softcap it hands over to the split kernels."""
-    monkeypatch.setattr(backend("cute"), "FUSED_BACKWARD", True)
+FUSED_SMALL = [SMALL[i] for i in (1, 2, 6, 8)]  # causal GQA, Sq < Sk MQA fp16, a window, head dim 64
+
+
+def _fused(monkeypatch, private: bool) -> None:
+    mod = backend("cute")
+    tiles = mod._fused_tiles
+    monkeypatch.setattr(mod, "FUSED_BACKWARD", True)
+    monkeypatch.setattr(mod, "_fused_tiles", lambda d: {**tiles(d), "private_dq": private})
+
+
+@pytest.mark.parametrize("private", [False, True], ids=["shared_dq", "private_dq"])
+@pytest.mark.parametrize("case", FUSED_SMALL, ids=lambda c: f"{c[:6]}-{str(c[6])[6:]}-{sorted(c[7])}")
+def test_fused_cute_backward_small_shapes_against_float64(ref, case, private, monkeypatch):
+    """The fused CuTe backward (opt-in, FUSED_BACKWARD), both ways of forming dQ's parts, under the same
+    bar as the default backward."""
+    _fused(monkeypatch, private)
     test_small_shapes_against_float64(ref, "cute", case)
 
 
-def test_fused_cute_backward_gqa_large_and_lse_gradient(monkeypatch):
+@pytest.mark.parametrize("private", [False, True], ids=["shared_dq", "private_dq"])
+def test_fused_cute_backward_gqa_large_and_lse_gradient(private, monkeypatch):
     """The fused backward at a large GQA causal shape against fp32 next to SDPA, and the lse's gradient."""
-    monkeypatch.setattr(backend("cute"), "FUSED_BACKWARD", True)
+    _fused(monkeypatch, private)
     test_large_shapes_against_fp32_next_to_sdpa("cute", (2, 2048, 16, 4, True))
     test_lse_and_its_gradient("cute")
 

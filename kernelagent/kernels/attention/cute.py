@@ -717,7 +717,6 @@ WG = 128  # threads of a warpgroup
 SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
 DS_BARRIER = 4  # the fused backward: both halves of dS^T are in shared memory
 DQ_BARRIER = 5  # 5 and 6: a math warpgroup's dQ part is in shared memory
-DS_FREE_BARRIER = 7  # the fused backward with one dS^T buffer: both warpgroups have read it
 ONES_N = 8  # the ones tile's width (the narrowest wgmma): dS times it gives dS's row sums
 # math warpgroups -> (registers a math thread, a producer thread) after setmaxnreg (FA3's split: the
 # producer keeps few)
@@ -1536,15 +1535,18 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, dq_stages: int = 1):
+                 rotate: bool = False, private_dq: bool = False):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
-        # FA3's order: dQ's GEMM, then dK's, which runs while dQ's part is stored (else dK's first and
-        # done before dQ's is issued); the interior query blocks rotated by the key block (else in order);
-        # one or two buffers for dQ's part (with two, dS^T gets one: shared memory). The defaults measured
-        # best (benchmarks/probes/attention_bwd_fused.py)
-        self.dq_first, self.rotate, self.dq_stages = dq_first, rotate, dq_stages
-        self.ds_stages = 2 if dq_stages == 1 else 1
+        # dq_first: FA3's order, dQ's GEMM then dK's, which runs while dQ's part is stored (else dK's first
+        # and done before dQ's is issued); rotate: the interior query blocks rotated by the key block (else
+        # in order); private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in
+        # passes of 64 columns), no barrier between the warpgroups, both parts added into the same rows
+        # (else each warpgroup one half of the head dim over all 128 keys, after a barrier). The defaults
+        # measured best (benchmarks/probes/attention_bwd_fused.py)
+        self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
+        self.pass_n = min(64, head_dim)
+        self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
     @cute.jit
     def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
@@ -1568,7 +1570,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
         tiled_mma_dq = sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.MN, Float32,
-            atom_layout_mnk=(1, self.num_wg, 1), tiler_mn=(64, self.d // self.num_wg))
+            atom_layout_mnk=(1, 1 if self.private_dq else self.num_wg, 1),
+            tiler_mn=(64, self.pass_n if self.private_dq else self.d // self.num_wg))
         tiled_mma_rs = sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.K, Float32,
             atom_layout_mnk=(1, 1, 1), tiler_mn=(64, ONES_N))
@@ -1579,9 +1582,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         sOnes_layout = _smem_layout(self.dtype, ONES_N, self.tile_n, None)
         # dQ's part, per math warpgroup: thread t's 4-value group j at (j * 128 + t) * 4 (conflict-free
         # 16-byte stores; _dq_post_kernel reads this order back)
-        per_wg = self.tile_m * self.d // self.num_wg
-        sdQ_layout = cute.make_layout(((4, WG), per_wg // (4 * WG), self.num_wg, self.dq_stages),
-                                      stride=((1, 4), 4 * WG, per_wg, per_wg * self.num_wg))
+        per_wg = self.tile_m * self.d // (1 if self.private_dq else self.num_wg)
+        sdQ_layout = cute.make_layout(((4, WG), per_wg // (4 * WG), self.num_wg), stride=((1, 4), 4 * WG, per_wg))
         load = cpasync.CopyBulkTensorTileG2SOp()
         tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
         tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
@@ -1695,19 +1697,28 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             "q_shape": wg_dq.partition_shape_C((self.tile_m, self.d)),
             "r_shape": wg_rs.partition_shape_C((self.tile_m, ONES_N)),
             "c_mn": _acc_mn(thr_sdp.partition_C(cute.make_identity_tensor((self.tile_n, self.tile_m)))),
-            "q_mn": _acc_mn(tiled_mma_dq.get_slice(tidx).partition_C(
-                cute.make_identity_tensor((self.tile_m, self.d)))),
             "r_mn": _acc_mn(tiled_mma_rs.get_slice(tidx % WG).partition_C(
                 cute.make_identity_tensor((self.tile_m, ONES_N)))),
-            "acc_out": (mAcc, mRS, mBest), "batch": batch, "sdQ": sdQ[None, None, wg, None], "seqlen_k": seqlen_k,
+            "acc_out": (mAcc, mRS, mBest), "batch": batch, "sdQ": sdQ[None, None, wg], "seqlen_k": seqlen_k,
             "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
             "near": Float32(1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
         }
+        if const_expr(self.private_dq):  # this warpgroup's keys: its half of dS^T, K, the ones tile
+            own_ds = cute.local_tile(sDSt[None, None, 0], (self.tile_m, 64), (0, wg))
+            ctx["tPrDS"] = wg_rs.make_fragment_A(wg_rs.partition_A(own_ds))
+            ctx["tPrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(cute.local_tile(sOnes, (ONES_N, 64), (0, wg))))
+            wg_p = tiled_mma_dq.get_slice(0)
+            ctx["tPrDSq"] = wg_p.make_fragment_A(wg_p.partition_A(own_ds))
+            ctx["tPrK"] = [wg_p.make_fragment_B(wg_p.partition_B(cute.local_tile(
+                _transpose_view(sK), (self.pass_n, 64), (p, wg)))) for p in range(self.d // self.pass_n)]
+            ctx["p_shape"] = wg_p.partition_shape_C((self.tile_m, self.pass_n))
         ctx["acc_dK"].fill(0.0)
         ctx["acc_dV"].fill(0.0)
         for i in cutlass.range_constexpr(ONES_N * self.tile_n // (self.num_wg * WG)):
             at = tidx * (ONES_N * self.tile_n // (self.num_wg * WG)) + i
             sOnes[at // self.tile_n, at % self.tile_n] = self.dtype(1.0)
+        cute.arch.fence_view_async_shared()  # the ones tile, written across both warpgroups
+        cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
         partial = (n_block + 1) * self.tile_n > seqlen_k
         kv_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 1)
         pipe_kv.consumer_wait(kv_state)
@@ -1744,6 +1755,12 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     @cute.jit
     def fused_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
+        if const_expr(self.private_dq):
+            return self.private_step(ctx, m_block, head, state, step, mask)
+        return self.shared_step(ctx, m_block, head, state, step, mask)
+
+    @cute.jit
+    def shared_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
         """One query block: the dK/dV step (S^T, dP^T; P^T, dV; dS^T, dK), then dS^T to shared memory,
         dQ's GEMM and the row sums' (after a barrier: both halves of dS^T written), their reductions."""
         pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
@@ -1763,17 +1780,15 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         self._grads(ctx, acc_S, acc_dP, state.index)
         rDS = cute.make_rmem_tensor(acc_dP.layout.shape, self.dtype)
         rDS.store(acc_dP.load().to(self.dtype))
-        buf = step % self.ds_stages
-        if const_expr(self.ds_stages == 1):  # both warpgroups' last dQ GEMMs have read sDS
-            cute.arch.barrier(barrier_id=DS_FREE_BARRIER, number_of_threads=self.num_wg * WG)
+        buf = step % 2
         cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, buf]))
         if const_expr(not self.dq_first):
             _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
                   ctx["tDrQt"][None, None, None, state.index], False)
             warpgroup.wait_group(0)  # P^T and dS^T leave registers before dQ's accumulator arrives
         cute.arch.fence_view_async_shared()
-        if ctx["tidx"] % WG == 0:  # the dQ part of dq_stages steps ago has left its buffer
-            cute.arch.cp_async_bulk_wait_group(self.dq_stages - 1, read=True)
+        if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
         cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
         acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
         _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
@@ -1784,7 +1799,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
                   ctx["tDrQt"][None, None, None, state.index], False)
             warpgroup.wait_group(1)
-            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head, step % self.dq_stages)
+            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head)
             warpgroup.wait_group(0)
             pipe_q.consumer_release(state)
             pipe_do.consumer_release(state)
@@ -1792,7 +1807,67 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             warpgroup.wait_group(0)
             pipe_q.consumer_release(state)
             pipe_do.consumer_release(state)
-            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head, step % self.dq_stages)
+            self._reduce_dq(ctx, acc_dQ, acc_rs, m_block, head)
+        state.advance()
+        return state, step + 1
+
+    @cute.jit
+    def private_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
+        """One query block, dQ private to each warpgroup: the dK/dV step; dS^T to this warpgroup's half
+        of sDS; dQ's part over its 64 keys in passes of 64 columns, each to shared memory; one bulk
+        reduction of the 64 x D part; the row sums over its keys."""
+        pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
+        t = ctx["tidx"] % WG
+        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
+        pipe_q.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_S, ctx["tSrK"], ctx["tSrQ"][None, None, None, state.index], True)
+        pipe_do.consumer_wait(state)
+        _gemm(ctx["sdp"], acc_dP, ctx["tSrV"], ctx["tSrDO"][None, None, None, state.index], True)
+        warpgroup.wait_group(1)  # S^T is done, dP^T may still run
+        self._fused_probs(ctx, acc_S, m_block, head, state.index, mask)
+        rP = cute.make_rmem_tensor(acc_S.layout.shape, self.dtype)
+        rP.store(acc_S.load().to(self.dtype))
+        _gemm(ctx["dkv"], ctx["acc_dV"], cute.make_tensor(rP.iterator, _acc_as_a(rP.layout)),
+              ctx["tDrDOt"][None, None, None, state.index], False)
+        warpgroup.wait_group(1)  # dP^T is done
+        self._grads(ctx, acc_S, acc_dP, state.index)
+        rDS = cute.make_rmem_tensor(acc_dP.layout.shape, self.dtype)
+        rDS.store(acc_dP.load().to(self.dtype))
+        cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, 0]))
+        _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
+              ctx["tDrQt"][None, None, None, state.index], False)
+        cute.arch.fence_view_async_shared()
+        if t == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left sdQ
+        cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
+        acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
+        _gemm(ctx["rs"], acc_rs, ctx["tPrDS"], ctx["tPrOnes"], True)
+        sdQ = ctx["sdQ"]
+        for p in cutlass.range_constexpr(self.d // self.pass_n):
+            acc = cute.make_rmem_tensor(ctx["p_shape"], Float32)
+            _gemm(ctx["dq"], acc, ctx["tPrDSq"], ctx["tPrK"][p], True)
+            warpgroup.wait_group(0)
+            groups = cute.size(acc) // 4
+            src = cute.make_tensor(acc.iterator, cute.make_layout((4, groups), stride=(1, 4)))
+            dst = cute.make_tensor(sdQ.iterator + p * groups * 4 * WG + t * 4,
+                                   cute.make_layout((4, groups), stride=(1, 4 * WG)))
+            cute.autovec_copy(src, dst)
+        pipe_q.consumer_release(state)
+        pipe_do.consumer_release(state)
+        cute.arch.fence_view_async_shared()
+        cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
+        mAcc, mRS, _ = ctx["acc_out"]
+        if t == 0:
+            _bulk_add_f32(mAcc[None, None, head, ctx["batch"]].iterator + m_block * self.tile_m * self.d,
+                          sdQ.iterator, self.tile_m * self.d * 4)
+            cute.arch.cp_async_bulk_commit_group()
+        if ctx["tidx"] % 4 == 0:
+            rs = mRS[None, head, ctx["batch"]]
+            s_mn = _acc_mn(acc_rs)
+            for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                row = m_block * self.tile_m + ctx["r_mn"][r, 0][0]
+                cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed", scope="gpu")
         state.advance()
         return state, step + 1
 
@@ -1831,7 +1906,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed", scope="gpu")
 
     @cute.jit
-    def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, acc_rs: cute.Tensor, m_block: Int32, head: Int32, buf: Int32):
+    def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, acc_rs: cute.Tensor, m_block: Int32, head: Int32):
         """dQ's part: this warpgroup's 64 x D/2 fp32 tile to shared memory in fragment order, then one
         bulk reduction (add) into its chunk of the global accumulator, issued by the warpgroup's first
         thread; and, from the first warpgroup, the rounded dS's row sums (every column of the ones
@@ -1840,7 +1915,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         t = ctx["tidx"] % WG
         groups = cute.size(acc_dQ) // 4
         src = cute.make_tensor(acc_dQ.iterator, cute.make_layout((4, groups), stride=(1, 4)))
-        sdQ = ctx["sdQ"][None, None, buf]
+        sdQ = ctx["sdQ"]
         dst = cute.make_tensor(sdQ.iterator + t * 4, cute.make_layout((4, groups), stride=(1, 4 * WG)))
         cute.autovec_copy(src, dst)
         cute.arch.fence_view_async_shared()
@@ -2321,7 +2396,8 @@ FUSED_BACKWARD = False
 
 @triton.jit
 def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_h, seqlen_q, s_pad, n_heads, group,
-                    sm_scale, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+                    sm_scale, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                    REGION: tl.constexpr):
     """The fused backward's dQ: (acc - c (rs - dlse)) * scale in the output dtype, c the row's best key
     (none: 0), rs the sum of its rounded dS, dlse what that sum is exactly (0 for a row that sees no
     key: l = +inf there). As the split dQ kernel's epilogue."""
@@ -2333,12 +2409,11 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
     ok = rows < seqlen_q
     at = bh.to(tl.int64) * s_pad + rows
     mask = ok[:, None] & (cols[None, :] < HEAD_D)
-    # the kernel's order within a (64-row block, half of the head dim) chunk: see FlashBwdFusedSm90._reduce_dq
-    half = HEAD_D // 2
-    wg, cc, rr = cols // half, (cols % half)[None, :], (rows % 64)[:, None]
+    # the kernel's order within a (64-row block, REGION columns) chunk: see FlashBwdFusedSm90._reduce_dq
+    part, cc, rr = cols // REGION, (cols % REGION)[None, :], (rows % 64)[:, None]
     t = 32 * (rr // 16) + 4 * (rr % 8) + (cc % 8) // 2  # the thread of its warpgroup, then its value
     pos = ((cc // 8) * 128 + t) * 4 + 2 * ((rr % 16) // 8) + cc % 2
-    chunk = (bh.to(tl.int64) * s_pad + rows - rows % 64)[:, None] * HEAD_D + (wg * 64 * half)[None, :]
+    chunk = (bh.to(tl.int64) * s_pad + rows - rows % 64)[:, None] * HEAD_D + (part * 64 * REGION)[None, :]
     acc = tl.load(ACC + chunk + pos, mask=mask, other=0.0)
     rs = tl.load(RS + at, mask=ok, other=0.0)
     tab = TAB + bh.to(tl.int64) * 4 * s_pad + rows
@@ -2366,7 +2441,13 @@ def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
     b, sq, hq, d = q.shape
     _dq_post_kernel[(triton.cdiv(sq, POST_BLOCK), b * hq)](
         acc, rs, best, tab, k, dq, *_strides(k, False), *_strides(dq, False), sq, tab.shape[-1], hq,
-        hq // k.shape[2], scale, HEAD_D=d, BLOCK_D=_block_d(d), BLOCK_M=POST_BLOCK)
+        hq // k.shape[2], scale, HEAD_D=d, BLOCK_D=_block_d(d), BLOCK_M=POST_BLOCK, REGION=_dq_region(d))
+
+
+def _dq_region(d: int) -> int:
+    """Columns of dQ one fragment-ordered region of the accumulator holds: a warpgroup's half of the head
+    dim, or with private parts a pass of 64 columns."""
+    return min(64, d) if _fused_tiles(d).get("private_dq") else d // 2
 
 
 def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
