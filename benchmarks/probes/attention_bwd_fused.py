@@ -2,8 +2,8 @@
 fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one (dK/dV, then dQ: seven
 GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
 (relative L2), each backward and the forward + backward through the autograd op timed with
-triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); at D=128 the fused kernel's other settings
-(VARIANTS: private dQ parts, dK's GEMM before dQ's, rotated query blocks), each timed with its dQ
+triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (VARIANTS:
+private dQ parts; at D=128 also dK's GEMM before dQ's, rotated query blocks), each timed with its dQ
 against the split's. Also dQ's error against float64 where the keys sit far from 0 (k + 60: the case the
 centring is for), both backwards. Writes attention_bwd_fused.json (benchmarks.common.write_result: $OUT
 or benchmarks/results). KA_PROBE_D=128 limits the head dims.
@@ -81,8 +81,7 @@ def _case(d: int, causal: bool) -> dict:
     times = {"split_bwd": _ms(lambda: _backward(False, *args)), "fused_bwd": _ms(lambda: _backward(True, *args)),
              "fwd": _ms(lambda: ac.attention_forward(q, k, v, scale, None, window)),
              "split_fwd_bwd": _ms(lambda: _with(False, fwd_bwd)), "fused_fwd_bwd": _ms(lambda: _with(True, fwd_bwd))}
-    if d == 128:
-        row["variants"] = _variants(args, split)
+    row["variants"] = _variants(args, split, VARIANTS if d == 128 else VARIANTS[:1])
     flops = FWD_FLOPS * d / (2 if causal else 1)
     row["ms"] = times
     row["tflops"] = {"split_bwd": 2.5 * flops / times["split_bwd"] / 1e9,
@@ -92,10 +91,10 @@ def _case(d: int, causal: bool) -> dict:
     return row
 
 
-def _variants(args, split) -> dict:
+def _variants(args, split, variants) -> dict:
     """The fused kernel with other settings than its defaults: time and dQ against the split's."""
     base, out = ac._fused_tiles, {}
-    for name, change in VARIANTS:
+    for name, change in variants:
         ac._fused_tiles = lambda d, c=change: {**base(d), **c}
         try:
             out[name] = {"ms": _ms(lambda: _backward(True, *args)),
