@@ -135,6 +135,7 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - a failing case is a row
                 rows.append({"d": d, "causal": causal, "error": f"{type(e).__name__}: {str(e)[:2000]}"})
             print(json.dumps(rows[-1]), flush=True)
+            write_result("attention_bwd_fused", {"method": METHOD, "shape_bsh": [B, S, H], "rows": rows})
     offset = _offset_keys()
     print(json.dumps(offset), flush=True)
     write_result("attention_bwd_fused", {"method": METHOD, "shape_bsh": [B, S, H], "rows": rows,
