@@ -3,7 +3,7 @@ fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one
 GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
 (relative L2), each backward and the forward + backward through the autograd op timed with
 triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (VARIANTS:
-private dQ parts; at D=128 also dK's GEMM before dQ's, rotated query blocks), each timed with its dQ
+the shared-dQ schedule; at D=128 also with dK's GEMM before dQ's, with rotated query blocks), each timed with its dQ
 against the split's. Also dQ's error against float64 where the keys sit far from 0 (k + 60: the case the
 centring is for), both backwards. Writes attention_bwd_fused.json (benchmarks.common.write_result: $OUT
 or benchmarks/results). KA_PROBE_D=128 limits the head dims.
@@ -31,9 +31,12 @@ from kernelagent.kernels.attention.reference import attention_reference  # noqa:
 
 B, S, H = 2, 8192, 16
 FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
-# the fused kernel's other settings (FlashBwdFusedSm90's options), each against its defaults
-VARIANTS = [("private_dq_parts", {"private_dq": True}), ("dk_before_dq", {"dq_first": False}),
-            ("rotated_query_blocks", {"rotate": True})]
+# the fused kernel's other settings (FlashBwdFusedSm90's options), each stated in full. (In the run of
+# 2026-12-03 the fused default was the shared schedule and private_dq a variant: its file's fused_bwd
+# is "shared_dq" here, its "private_dq_parts" today's default, its "dk_before_dq" and
+# "rotated_query_blocks" the two shared variants below)
+VARIANTS = [("shared_dq", {"private_dq": False}), ("shared_dq_dk_before_dq", {"private_dq": False, "dq_first": False}),
+            ("shared_dq_rotated_query_blocks", {"private_dq": False, "rotate": True})]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), after a first (compiling) "
           "call; backward TFLOP/s count 2.5x the forward's FLOPs, forward+backward 3.5x (FlashAttention's count)")

@@ -7,7 +7,7 @@
   with softcap, the overlapped (ping-pong) and plain schedules; ptxas registers and spills, and
   what the forward's PTX holds (wgmma, TMA loads, setmaxnreg, the named barriers of the ping-pong);
   the backward's dK/dV and dQ kernels in the same variants (registers and spills), and the opt-in
-  fused backward kernel in those without a softcap (spills, its bulk reduction in the PTX).
+  fused backward kernel in those without a softcap (no spills, its bulk reduction in the PTX).
 Numerics need the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -82,8 +82,8 @@ def test_forward_compiles_for_sm90a_in_every_variant(compiled):
 def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     """dK/dV and dQ in each case's variant: no spills, but for a few bytes in dK/dV with a softcap (its
     tanh pass runs with five register tiles live; the Triton backward spills there too). The fused
-    backward (cases without a softcap): its bulk reduction in the PTX, and at head dim 128 at most the
-    192 bytes of spill it has (the five GEMMs' accumulators and operands at the 240-register budget)."""
+    backward (cases without a softcap, its default private-dQ schedule): no spills either, its bulk
+    reduction in the PTX (the shared-dQ schedule spills 96-192 bytes at head dim 128)."""
     errors = [f"{c['case']}: {c['error']}" for c in compiled["backward"] if c["error"]]
     assert not errors, "\n\n".join(errors)
     fused_cases = [case for case in CASES if case[2] is None]
@@ -91,8 +91,7 @@ def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     fused = [c for c in compiled["compiles"] if "FlashBwdFusedSm90" in c["kernel"]]
     assert len(fused) == len(fused_cases) == len(compiled["fused_ptx"]), (fused, compiled["fused_ptx"])
     for c, case, facts in zip(fused, fused_cases, compiled["fused_ptx"].values(), strict=True):
-        allowed = 192 if case[0] == 128 else 0
-        assert c["registers"] and c["spills"] <= allowed and c["stack_bytes"] <= allowed // 4, (case, c)
+        assert c["registers"] and not c["spills"] and not c["stack_bytes"], (case, c)
         assert facts and facts["bulk_reduce"] >= 1 and facts["wgmma"] >= 16, (case, facts)
     for name in ("FlashBwdDkDvSm90", "FlashBwdDqSm90"):
         kernels = [c for c in compiled["compiles"] if name in c["kernel"]]

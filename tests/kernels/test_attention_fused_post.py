@@ -1,8 +1,9 @@
 """The fused CuTe backward's dQ post-pass (`_dq_post_kernel` in cute.py) under the Triton interpreter.
 
-The fused kernel stores each warpgroup's 64 x D/2 fp32 part of dQ in its register-fragment order (thread
-t's values 4j..4j+3 at (j * 128 + t) * 4) and adds it into a global buffer in that order; the post-pass
-must read it back. Here the order is written from the Hopper wgmma accumulator layout as CuTe defines it
+The fused kernel stores dQ's fp32 parts in register-fragment order, a region of 64 rows by 64 columns
+(private parts) or by D/2 (shared) at a time (thread t's values 4j..4j+3 at (j * 128 + t) * 4), and adds
+them into a global buffer in that order; the post-pass must read it back, for both region widths. Here
+the order is written from the Hopper wgmma accumulator layout as CuTe defines it
 (thread t = 32 w + 4 g + q holds rows 16 w + g and + 8, columns 2 q, 2 q + 1 of every 8-column group; its
 value i is column +i % 2, row +8 (i // 2 % 2), group i // 4), independently of the post-pass's formula.
 The post-pass must recover dQ (within one unit in the last place) and take out the centring term
@@ -72,7 +73,8 @@ def child() -> dict:
         want = ((acc - sums[..., None] * centre) * scale)[:, :, :sq].transpose(1, 2).to(dtype)
         # one unit in the last place of the output dtype at most (fp32 rounding order, then the cast)
         ulp = 2.0 ** (-7 if dtype == torch.bfloat16 else -10)
-        errors[f"{d} private={private}"] = float(((dq.float() - want.float()).abs() / (want.float().abs() * ulp + 1e-30)).max())
+        off = (dq.float() - want.float()).abs() / (want.float().abs() * ulp + 1e-30)
+        errors[f"{d} private={private}"] = float(off.max())
     return errors
 
 

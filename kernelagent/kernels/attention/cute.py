@@ -1535,15 +1535,15 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = False):
+                 rotate: bool = False, private_dq: bool = True):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
-        # dq_first: FA3's order, dQ's GEMM then dK's, which runs while dQ's part is stored (else dK's first
-        # and done before dQ's is issued); rotate: the interior query blocks rotated by the key block (else
-        # in order); private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in
-        # passes of 64 columns), no barrier between the warpgroups, both parts added into the same rows
-        # (else each warpgroup one half of the head dim over all 128 keys, after a barrier). The defaults
-        # measured best (benchmarks/probes/attention_bwd_fused.py)
+        # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
+        # 64 columns), no barrier between the warpgroups, both parts added into the same rows; else (shared)
+        # each warpgroup one half of the head dim over all 128 keys after a barrier a step, with dq_first
+        # (FA3's order: dQ's GEMM, then dK's, which runs while dQ's part is stored; else dK's first) and
+        # rotate (the interior query blocks rotated by the key block). On the H200 private 6.26 ms, shared
+        # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
         self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
         self.pass_n = min(64, head_dim)
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
@@ -2389,8 +2389,9 @@ def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None,
     compiled(*args, stream)
 
 
-# True: the fused backward without a softcap (opt-in: 12-17 % slower than the split kernels on the H200,
-# benchmarks/results/2026-12-03-h200/attention_bwd_fused.json; the card says why)
+# True: the fused backward without a softcap (opt-in: its backward 5 % faster than the split's at the headline
+# shape, 1 % causal, benchmarks/results/2026-12-03-h200/attention_bwd_fused.json, but not yet timed end to end
+# nor verified through `library verify`, nor at head dim 64; its dQ sums in a varying order)
 FUSED_BACKWARD = False
 
 
@@ -2429,9 +2430,9 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
 
 
 def _fused_tiles(d: int) -> dict:
-    """The dK/dV tiles; Q and dO in a 2-stage ring at d = 128 (with dS^T's two buffers and dQ's part
-    three stages do not fit in shared memory)."""
-    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3}
+    """The fused kernel's settings: the dK/dV tiles, private dQ parts (its faster schedule on the H200); Q
+    and dO in a 2-stage ring at d = 128 (three stages do not fit in shared memory beside dS^T and dQ's part)."""
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True}
 
 
 def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
@@ -2447,7 +2448,7 @@ def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
 def _dq_region(d: int) -> int:
     """Columns of dQ one fragment-ordered region of the accumulator holds: a warpgroup's half of the head
     dim, or with private parts a pass of 64 columns."""
-    return min(64, d) if _fused_tiles(d).get("private_dq") else d // 2
+    return min(64, d) if _fused_tiles(d)["private_dq"] else d // 2
 
 
 def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
