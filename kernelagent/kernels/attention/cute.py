@@ -1521,17 +1521,17 @@ class FlashBwdDkDvSm90:
 
 class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     """The backward in one kernel (FA3's five GEMMs a step instead of the split's seven; opt-in, see
-    FUSED_BACKWARD): the dK/dV kernel, plus dQ. Each step's dS^T (16-bit, as dK's GEMM takes it) also
-    goes to shared memory (two buffers; one barrier between the math warpgroups a step: dQ's GEMM needs
-    both halves); dQ's part from these 128 keys, dS K, is a wgmma from shared memory (each warpgroup one
-    half of the head dim), issued before dK's so that dK's runs while the part goes to shared memory in
-    fragment order and, by one bulk asynchronous reduction (cp.reduce.async.bulk .add.f32), into a
-    global fp32 accumulator. dS times a ones tile (a 64 x 8 wgmma) gives the rows' sums of the rounded
-    dS (added to a global row sum); each query's largest key index with P within a factor 2 of its
-    largest (its best-scoring key or one as close) goes to a global max. A small Triton kernel then
-    takes the rounding out around that key (_dq_post_kernel: the split dQ kernel's centring), scales
-    and rounds dQ. No softcap (its row sums have no closed form: the split serves it). dQ is summed in
-    an order that varies from run to run (fp32 reductions across CTAs); dK and dV are not."""
+    FUSED_BACKWARD): the dK/dV kernel, plus dQ. Each step's dS^T (16-bit, as dK's GEMM takes it) also goes
+    to shared memory; each math warpgroup's part of dQ over its own 64 keys, dS K, is a wgmma from there
+    (in passes of 64 columns), stored in fragment order and added by one bulk asynchronous reduction
+    (cp.reduce.async.bulk .add.f32) into a global fp32 accumulator, both warpgroups into the same rows
+    (private_dq; the shared schedule splits the head dim between them instead, after a barrier a step).
+    dS times a ones tile (a 64 x 8 wgmma) gives the rows' sums of the rounded dS (added to a global row
+    sum); each query's largest key index with P within a factor 2 of its largest (its best-scoring key or
+    one as close) goes to a global max. A small Triton kernel then takes the rounding out around that key
+    (_dq_post_kernel: the split dQ kernel's centring), scales and rounds dQ. No softcap (its row sums have
+    no closed form: the split serves it). dQ is summed in an order that varies from run to run (fp32
+    reductions across CTAs); dK and dV are not."""
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
@@ -1687,14 +1687,9 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             "tSrDO": wg_sdp.make_fragment_B(wg_sdp.partition_B(sDO)),
             "tDrQt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sQ))),
             "tDrDOt": wg_dkv.make_fragment_B(wg_dkv.partition_B(_transpose_view(sDO))),
-            "tQrDS": wg_dq.make_fragment_A(wg_dq.partition_A(sDSt)),
-            "tQrKt": wg_dq.make_fragment_B(wg_dq.partition_B(_transpose_view(sK))),
-            "tRrDS": wg_rs.make_fragment_A(wg_rs.partition_A(sDSt)),
-            "tRrOnes": wg_rs.make_fragment_B(wg_rs.partition_B(sOnes)),
             "acc_dK": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
             "acc_dV": cute.make_rmem_tensor(wg_dkv.partition_shape_C((self.tile_n, self.d)), Float32),
             "s_shape": wg_sdp.partition_shape_C((self.tile_n, self.tile_m)),
-            "q_shape": wg_dq.partition_shape_C((self.tile_m, self.d)),
             "r_shape": wg_rs.partition_shape_C((self.tile_m, ONES_N)),
             "c_mn": _acc_mn(thr_sdp.partition_C(cute.make_identity_tensor((self.tile_n, self.tile_m)))),
             "r_mn": _acc_mn(tiled_mma_rs.get_slice(tidx % WG).partition_C(
@@ -1703,7 +1698,13 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
             "near": Float32(1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
         }
-        if const_expr(self.private_dq):  # this warpgroup's keys: its half of dS^T, K, the ones tile
+        if const_expr(not self.private_dq):  # dS^T of all 128 keys, this warpgroup's half of the head dim
+            ctx["tQrDS"] = wg_dq.make_fragment_A(wg_dq.partition_A(sDSt))
+            ctx["tQrKt"] = wg_dq.make_fragment_B(wg_dq.partition_B(_transpose_view(sK)))
+            ctx["tRrDS"] = wg_rs.make_fragment_A(wg_rs.partition_A(sDSt))
+            ctx["tRrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(sOnes))
+            ctx["q_shape"] = wg_dq.partition_shape_C((self.tile_m, self.d))
+        else:  # this warpgroup's keys: its half of dS^T, K, the ones tile
             own_ds = cute.local_tile(sDSt[None, None, 0], (self.tile_m, 64), (0, wg))
             ctx["tPrDS"] = wg_rs.make_fragment_A(wg_rs.partition_A(own_ds))
             ctx["tPrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(cute.local_tile(sOnes, (ONES_N, 64), (0, wg))))
