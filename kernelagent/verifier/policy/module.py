@@ -45,6 +45,9 @@ _LIBRARY_CALLS = frozenset({
 _MUTATORS = frozenset({
     "update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__setattr__", "__delattr__",
 })
+_OPERATOR_WRITES = frozenset(f"operator.{n}" for base in (
+    "setitem", "delitem", "iadd", "iand", "iconcat", "ior", "isub", "ixor", "imul", "ilshift", "irshift",
+) for n in (base, f"__{base}__"))
 _SAFE_BASE_ROOTS = frozenset({
     "triton", "cutlass", "cuda", "typing", "typing_extensions", "enum", "abc", "dataclasses", "collections",
     "numbers",
@@ -613,6 +616,10 @@ class ModuleChecker:
             owner = self._external(func.value, scope)
             if owner is not None:
                 self.report.add("monkey_patch", node, f"`{short(func)}(...)` changes {owner}")
+        if funcs & _OPERATOR_WRITES and node.args:  # operator.setitem(lib_obj, k, v): red team round 10
+            owner = self._external(node.args[0], scope)
+            if owner is not None:
+                self.report.add("monkey_patch", node, f"`{short(node.func)}(...)` changes {owner}")
 
     def _check_getter_names(self, node: ast.Call, funcs: set[str], scope: Scope) -> None:
         """attrgetter("a.b") and methodcaller("m", ...) read their names wherever the getter is applied later

@@ -29,7 +29,7 @@ from kernelagent.verifier import tensorio
 from kernelagent.verifier.protocol import CallFacts, CandidateFacts, CandidateRequest, Delivery, TimingFacts
 from kernelagent.verifier.rng import seed_from_os
 from kernelagent.verifier.tensorio import grads_dict
-from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds, model_state
+from kernelagent.verifier.worker import dispatch_guard, guard, integrity, interp_bounds, interp_calls, model_state
 from kernelagent.verifier.worker.errors import classify_exception, passes_through
 from kernelagent.verifier.worker.integrity import (
     LaunchCounter,
@@ -129,6 +129,7 @@ class CandidateRunner:
             interp_bounds.install()  # a kernel's pointers are host addresses there: keep them in its tensors
             interp_bounds.seal_handles()  # and its blocks' values are NumPy arrays: only Triton reads them
             interp_bounds.guard_conversions()  # nor converts them, beside the kernel's own code
+            interp_calls.watch()  # and no Python but the kernel's and Triton's runs while it is interpreted
         # CuTe DSL's hooks import cutlass (seconds): only for candidates that may use it; a file detected
         # as Triton that reaches CuTe DSL anyway goes uncounted there, which can only reject it
         self.facts.cute_hooks = self.req.backend != "triton" and self.launches.install_cute()

@@ -363,9 +363,13 @@ def _watched_namespaces() -> dict[str, object]:
             spaces["triton.InterpretedFunction"] = interp.InterpretedFunction
             spaces["triton.InterpreterBuilder"] = interp.InterpreterBuilder
             spaces["triton.GridExecutor"] = interp.GridExecutor
+            spaces["triton.runtime.interpreter"] = interp  # _patch_lang_tensor: the conversion guards
+            if hasattr(interp, "FunctionRewriter"):
+                spaces["triton.FunctionRewriter"] = interp.FunctionRewriter  # trusts the kernels it rewrites
             language = sys.modules.get("triton.language")
             if language is not None:
                 spaces["triton.language.tensor"] = language.core.tensor  # its sealed handle
+                spaces["triton.language.constexpr"] = language.core.constexpr  # its guarded __call__
     except ImportError:
         pass
     import _thread

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import sys
 from typing import Any
 
@@ -21,8 +22,9 @@ import numpy as np
 
 # bound here, not imported when a launch runs: while candidate code runs the verifier's modules are hidden from
 # sys.modules (guard.hidden_modules), and an import then would load a fresh copy with no recorder in it
-from kernelagent.verifier.worker import integrity
+from kernelagent.verifier.worker import integrity, interp_calls
 
+_KEY = f"_h{secrets.token_hex(8)}"  # where a sealed block keeps its handle: not a name the candidate can know
 _RANGES: list[tuple[int, int]] = []  # (first byte, end) of every storage the running launch was given
 _SHARED: list[tuple[int, int]] = []  # those of them host code reads uncounted (integrity.host_shared)
 
@@ -42,15 +44,21 @@ def _triton_dir() -> str:
     return os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
 
 
-def _from_kernel_code(frame: Any, kernels: dict) -> bool:
+def _from_kernel_code(frame: Any) -> bool:
     """Whether the nearest frame outside Triton's own files (by the file its code was compiled from, which
-    the candidate cannot set, unlike `__name__`: red team, 2026-12-03) runs the kernel's own code (one of
-    the interpreter's rewritten @triton.jit functions, `kernels`). Triton functions in between
+    the candidate cannot set, unlike `__name__`: red team, 2026-12-03) runs the kernel's own code (a
+    @triton.jit function this worker's interpreter rewrote: `interp_calls.TRUSTED`, not the interpreter's
+    public cache, which candidate code could add a helper to). Triton functions in between
     (`constexpr.__repr__` formatting a block) do not make a helper's call Triton's."""
     triton_dir = _triton_dir()
     while frame is not None and frame.f_code.co_filename.startswith(triton_dir):
         frame = frame.f_back
-    return frame is not None and any(frame.f_code is f.__code__ for f in kernels.values())
+    return frame is not None and frame.f_code in interp_calls.TRUSTED
+
+
+def _in_triton(frame: Any) -> bool:
+    """Triton's own code (static_print, device_print formatting a block) called the conversion."""
+    return frame.f_code.co_filename.startswith(_triton_dir())
 
 
 def seal_handles() -> None:
@@ -70,15 +78,16 @@ def seal_handles() -> None:
         if not sys._getframe(1).f_code.co_filename.startswith(_triton_dir()):
             raise InterpreterInternals("a Triton block's `handle` is the interpreter's own (its values as a NumPy "
                                        "array): kernel code computes with tl.* operations, which the GPU compiles")
-        return self.__dict__["_ka_handle"]
+        return self.__dict__[_KEY]
 
     def put(self: Any, value: Any) -> None:
-        self.__dict__["_ka_handle"] = value
+        self.__dict__[_KEY] = value
 
     cls.handle = property(get, put)
 
 
 _CONVERSIONS = ("__index__", "__bool__", "__repr__", "__str__")  # what the interpreter gives a block, per launch
+_TEXT = ("__repr__", "__str__")  # kernel code turns a block into text only inside print (device_print compiled)
 
 
 def guard_conversions() -> None:
@@ -100,17 +109,19 @@ def guard_conversions() -> None:
         for name in _CONVERSIONS:
             installed = tensor.__dict__.get(name)
             if installed is not None:
-                scope.set_attr(tensor, name, _kernel_only(installed, interp))
+                scope.set_attr(tensor, name, _kernel_only(installed, name in _TEXT))
 
     patch._ka_guarded = True  # type: ignore[attr-defined]
     interp._patch_lang_tensor = patch
 
 
-def _kernel_only(convert: Any, interp: Any) -> Any:
+def _kernel_only(convert: Any, text: bool) -> Any:
     def conversion(self: Any, *args: Any) -> Any:
-        if not _from_kernel_code(sys._getframe(1), interp.InterpretedFunction.rewritten_fn):
+        caller = sys._getframe(1)
+        if not _from_kernel_code(caller) or (text and not (interp_calls.printing() or _in_triton(caller))):
             raise InterpreterInternals("a Triton block converted to a Python value outside the kernel's own code "
-                                       "(a helper it calls): compiled for the GPU a block holds no values there")
+                                       "(a helper it calls), or to text outside print: compiled for the GPU a "
+                                       "block holds no values there")
         return convert(self, *args)
 
     return conversion

@@ -29,6 +29,8 @@ import re
 import textwrap
 from typing import Any
 
+from kernelagent.verifier.worker import interp_calls
+
 
 def round_bf16_to_nearest() -> bool:
     """Patch the interpreter's float conversion; False if this Triton has no such hook."""
@@ -102,10 +104,11 @@ def keep_kernel_modules_clean() -> bool:
 
     def compile_and_exec(self: Any, transformed_ast: Any) -> Any:
         code = compile(transformed_ast, filename=self.filename, mode="exec")
+        interp_calls.TRUSTED.add(code)  # the module body that defines the rewritten kernel (run once, just below)
         scope = {**own, **self.fn.__globals__}  # the module's names first; the module itself is not touched
         local_namespace = {**self.kwargs}
         exec(code, scope, local_namespace)  # noqa: S102 - the interpreter's own step, on the kernel's own source
-        return local_namespace[self.fn.__name__]
+        return interp_calls.trust(local_namespace[self.fn.__name__])
 
     rewriter._compile_and_exec = compile_and_exec
     return True
@@ -139,8 +142,8 @@ def rewrite_what_the_compiler_compiles() -> bool:
 
     def rewrite_ast(self: Any) -> Any:
         kept = getattr(self, "_kept_lines", None)
-        if kept is None:
-            return original(self)
+        if kept is None:  # no source: the interpreter runs the function itself, the kernel's own code still
+            return interp_calls.trust(original(self))
         self.filename, self.def_file_lineno = self._get_jit_fn_file_line()
         self.def_lineno = self._find_def(kept)
         return self._compile_and_exec(self._transform_ast(self._prepare_source(kept)))

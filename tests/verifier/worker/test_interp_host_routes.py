@@ -26,8 +26,10 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from kernelagent.verifier.worker import integrity, interp_bounds
+from kernelagent.verifier.worker import integrity, interp_bounds, interp_fixes
 from kernelagent.verifier.worker.integrity import OpRecorder
+interp_fixes.keep_kernel_modules_clean()  # as a CPU worker: records the kernels it rewrites (the guards' kernel
+interp_fixes.rewrite_what_the_compiler_compiles()  # code), also those without source, run as they are
 integrity.count_host_reads()
 interp_bounds.install()
 interp_bounds.seal_handles()

@@ -1,7 +1,9 @@
-# expect: policy_violation
+# expect: runtime_error
 # policy: off
 # problem: softmax
-# needle: mode stack
+# needle: ran during the launch
+# (Red team round 10, 2026-12-03: on CPU the mode's __torch_function__ runs during the interpreted launch (the
+# interpreter copies the arguments with torch ops), which is refused before the mode-stack check sees it.)
 """(Red team, 2026-12-01.) Policy off. Class: a TorchFunctionMode pushed in __init__ and never popped. Nothing checks the torch-function
 mode stack after the constructor, so the mode sees the verifier's OWN tensor calls outside forward: the
 clone of every trial input (tensorio.clone_leaves) and the copy_ that refills buffers (cache probe; on a GPU

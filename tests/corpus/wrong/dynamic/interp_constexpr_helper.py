@@ -1,7 +1,9 @@
 # expect: runtime_error
 # policy: on
 # problem: softmax
-# needle: handle
+# needle: constexpr-wrapped
+# (Red team round 10, 2026-12-03: refused earlier now, before the handle is read: a tl.constexpr may call only
+# Triton's own functions on a block.)
 # (red-team review of the fixes, 2026-12-03) Rejected now at run time: only Triton's own modules may read a block's handle under the interpreter.
 """Bypass (no constexpr parameter at all): the kernel calls a plain Python helper through a module-level
 tl.constexpr global. Under the interpreter the helper gets the block (a tl.tensor whose handle holds a NumPy

@@ -1,7 +1,9 @@
 # expect: runtime_error
 # policy: off
 # problem: softmax
-# needle: outside the kernel
+# needle: constexpr-wrapped
+# (Red team round 10, 2026-12-03: refused earlier now, before any conversion: a tl.constexpr may call only
+# Triton's own functions on a block. tests/verifier/worker/test_interp_host_routes.py keeps the conversion guard.)
 """Round 9: a constexpr helper reads a block's values through tl.constexpr(block)'s own __repr__ (Triton's frame
 formats the block, so the conversion guard lets it through); softmax in Python, copy when compiled."""
 import math

@@ -1,7 +1,9 @@
 # expect: runtime_error
 # problem: softmax
 # policy: off
-# needle: outside the kernel
+# needle: constexpr-wrapped
+# (Red team round 10, 2026-12-03: refused earlier now, before any conversion: a tl.constexpr may call only
+# Triton's own functions on a block. tests/verifier/worker/test_interp_host_routes.py keeps the conversion guard.)
 """Red team round 8 (2026-12-03, accepted on 11 trials with the policy on): a helper reached through a
 tl.constexpr reads each element of a block with operator.index under the interpreter and computes the
 softmax in Python, where the compiled kernel copies. Only the kernel's own code may convert a block now."""

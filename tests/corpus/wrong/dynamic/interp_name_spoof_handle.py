@@ -1,7 +1,9 @@
 # expect: runtime_error
 # policy: off
 # problem: softmax
-# needle: handle
+# needle: constexpr-wrapped
+# (Red team round 10, 2026-12-03: refused earlier now, before the handle is read: a tl.constexpr may call only
+# Triton's own functions on a block.)
 """Red team round 9 (2026-12-03, accepted): the module claims to be Triton (`__name__ = "triton..."`), so a
 guard that trusted the caller's __name__ let its helper read a block's handle; the guards now go by the file
 each frame's code was compiled from."""
