@@ -16,10 +16,14 @@ from typing import Any
 
 from kernelagent.problem import ProblemError, load_module
 from kernelagent.verifier.protocol import AotRequest
-from kernelagent.verifier.worker.compile_facts import _jit_objects
+from kernelagent.verifier.worker.compile_facts import _jit_objects, constexpr_globals
 from kernelagent.verifier.worker.errors import classify_exception
 
 _PTXAS_USED = re.compile(r"Used (\d+) registers")
+
+
+class GlobalsDiffer(Exception):
+    """A constexpr global the kernel reads has another value in the AOT compile than when it ran."""
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
 
@@ -106,11 +110,22 @@ def _ptxas_report(ptx: str) -> dict[str, Any]:
     return {"registers": max(regs) if regs else None, "spills": max(spills) if spills else 0}
 
 
+def _shown(desc: dict[str, Any] | None) -> str:
+    return "absent" if desc is None else repr(desc.get("value", desc.get("type", desc.get("kind"))))
+
+
 def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    compiled_globals = constexpr_globals(fn)
+    if compiled_globals != req.get("globals", compiled_globals):
+        differ = sorted(k for k in {*compiled_globals, *req["globals"]}
+                        if compiled_globals.get(k) != req["globals"].get(k))
+        ran, now = (_shown(d.get(differ[0])) for d in (req["globals"], compiled_globals))
+        raise GlobalsDiffer(f"the constexpr global {differ[0]} was {ran} when the kernel ran and is {now} when it "
+                            "is compiled: the compiled kernel is not the one that ran")
     signature, constexprs, attrs = _signature(fn, req["args"])
     options = {k: v for k, v in req.get("options", {}).items() if k in ("num_warps", "num_stages", "num_ctas")}
     ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
@@ -205,6 +220,9 @@ def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
             continue
         try:
             kernels.append(compile_one(fn, r))
+        except GlobalsDiffer as e:
+            if error is None:
+                error = {"category": "compile_error", "message": f"{r['kernel']}: {e}", "detail": str(e)}
         except (KeyError, TypeError) as e:
             skipped.append(f"{r['kernel']}: its arguments cannot be compiled ahead of time ({e})")
         except Exception as e:  # noqa: BLE001 - a compile failure is the candidate's

@@ -78,6 +78,30 @@ def _defaults(fn: Any) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
+def constexpr_globals(fn: Any, depth: int = 4) -> dict[str, dict[str, Any]]:
+    """The `tl.constexpr` globals a kernel's code reads (and those of the @triton.jit functions it names, a few
+    levels down), described as launch arguments are. The interpreter run and the AOT compile must see the same
+    values: a global that differs between them (computed from what `@triton.jit` returns, or set in
+    `__init__`) selects a branch under the interpreter that the compiler drops (red team rounds 10 and 11)."""
+    found: dict[str, dict[str, Any]] = {}
+    seen: set[int] = set()
+    todo = [(getattr(fn, "fn", fn), depth)]
+    while todo:
+        func, left = todo.pop()
+        code = getattr(func, "__code__", None)
+        scope = getattr(func, "__globals__", None)
+        if code is None or scope is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        for name in code.co_names:
+            value = scope.get(name)
+            if type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton."):
+                found[f"{func.__qualname__}.{name}"] = describe_arg(value)
+            elif left > 0 and type(value).__name__ in ("InterpretedFunction", "JITFunction"):
+                todo.append((getattr(value, "fn", None), left - 1))
+    return found
+
+
 def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """One interpreter launch as an AOT request: kernel, argument types, constexprs, options."""
     fn = fn_self.fn
@@ -88,6 +112,7 @@ def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     return {"kernel": fn.__name__, "module": fn.__module__, "qualname": fn.__qualname__,
             "line": getattr(getattr(fn, "__code__", None), "co_firstlineno", None),
             "args": {n: describe_arg(values[n]) for n in names if n in values},
+            "globals": constexpr_globals(fn),
             "options": {k: kwargs[k] for k in _LAUNCH_OPTIONS if k in kwargs and kwargs[k] is not None}}
 
 

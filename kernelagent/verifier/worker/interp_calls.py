@@ -12,7 +12,7 @@ kernel branch the compiler drops. So while a grid runs, a profile hook records:
   compiled itself: `trust`, not the interpreter's public cache, which the candidate can write) nor from
   Triton's, NumPy's, torch's, the standard library's or the verifier's own files;
 * a call from kernel code into a C function outside `_KERNEL_BUILTINS` (what Triton compiles in a kernel:
-  print, len, min, max, ...): `getattr`, `format`, `str.split`, `io.StringIO.getvalue` have no compiled
+  print, len, min, max, getattr, ...): `format`, `str.split`, `io.StringIO.getvalue` have no compiled
   counterpart.
 
 After the grid, any record fails the launch (`InterpreterInternals`, the candidate's runtime error). Also
@@ -30,7 +30,9 @@ from typing import Any
 TRUSTED: set[Any] = set()  # code objects of the kernels this worker's interpreter rewrote
 _FOUND: list[str] = []  # what the hook saw during the running grid
 _PRINT_DEPTH = [0]  # kernel code inside a `print` call
-_KERNEL_BUILTINS = frozenset({print, len, min, max, abs, isinstance, round, divmod, pow, issubclass})
+# what Triton's code generator also evaluates in a kernel (its builtin namespace; getattr on `tl`, say)
+_KERNEL_BUILTINS = frozenset({print, len, min, max, abs, isinstance, round, divmod, pow, issubclass, getattr,
+                              hasattr})
 
 
 def trust(fn: Any) -> Any:

@@ -1,11 +1,12 @@
-# expect: runtime_error
+# expect: mismatch
 # problem: softmax
 # policy: on
-# needle: kernel code called hasattr
+# needle: outside tolerance
 """Red team round 10 (2026-12-03, accepted on 11 trials with the policy on): inside the kernel, hasattr on an
 argument tells the verifier's sealed interpreter blocks from compiled ones (False and folded away when
-compiled); the branch computes the softmax in Python. Kernel code may call only the builtins Triton compiles
-(print, len, min, max, ...) while it is interpreted."""
+compiled); the branch computes the softmax in Python. The seal keeps the handle under a name drawn per worker
+now, so the branch is not taken and the kernel's copy is wrong (hasattr itself is allowed again: Triton
+compiles it, red team round 11)."""
 import torch
 import torch.nn as nn
 import triton

@@ -1,12 +1,14 @@
-# expect: runtime_error
+# expect: compile_error
 # problem: softmax
 # policy: on
-# needle: outside print
+# needle: constexpr global
 """Red team round 10 (2026-12-03, accepted on 11 trials with the policy on): a global constexpr set from the
 type @triton.jit returns (InterpretedFunction here, JITFunction in the AOT compile) guards a branch in which the
 kernel turns its block into text and computes the softmax in Python; compiled, the branch is dropped and the
-kernel copies. Kernel code may turn a block into text only inside print now (device_print when compiled), and
-no list comprehension or other Python beside the kernel runs during an interpreted launch."""
+kernel copies. Kernel code may turn a block into text only inside print now (device_print when compiled), no
+list comprehension or other Python beside the kernel runs during an interpreted launch, and (round 11, which
+computed the same branch with operators alone) the constexpr globals a kernel reads must be the same in the AOT
+compile as when it ran: that check names it first."""
 import torch
 import torch.nn as nn
 import triton
