@@ -13,7 +13,7 @@ def softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, ACC: tl.co
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     m = offs < n_cols
-    v = tl.load(x_ptr + row * stride + offs, mask=m, other=float("-inf")).to(getattr(tl, "float32"))
+    v = tl.load(x_ptr + row * stride + offs, mask=m, other=float("-inf")).to(getattr(tl, "float32"))  # noqa: B009
     v = v - tl.max(v, axis=0)
     e = tl.exp(v)
     tl.store(y_ptr + row * stride + offs, e / tl.sum(e, axis=0), mask=m)
