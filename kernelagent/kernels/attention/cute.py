@@ -1238,25 +1238,9 @@ class FlashBwdDkDvSm90:
             cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
             for t in (mQ, mK, mV, mDO, mDK, mDV)]
         mTab = cute.make_tensor(mTab.iterator, cute.select(_aligned(mTab).layout, mode=[3, 2, 1, 0]))
-        tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
-            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
-        tiled_mma_dkv = sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
-            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
-        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, None)
-        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, self.stages)
-        sT_layout = cute.make_layout((self.tile_m, 4, self.stages))
-        load = cpasync.CopyBulkTensorTileG2SOp()
-        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
-        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
-        one_q = cute.select(sQ_layout, mode=[0, 1])
-        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, one_q, (self.tile_m, self.d))
-        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, one_q, (self.tile_m, self.d))
-        tma_t, tT = cpasync.make_tiled_tma_atom(load, mTab, cute.select(sT_layout, mode=[0, 1]), (self.tile_m, 4))
-        self.kv_bytes = cute.size_in_bytes(self.dtype, sK_layout)
-        self.q_bytes = cute.size_in_bytes(self.dtype, one_q)
-        self.t_bytes = self.tile_m * 4 * 4
+        tiled_mma_sdp, tiled_mma_dkv = self._mmas()
+        (sK_layout, sQ_layout, sT_layout), (tma_q, tma_k, tma_v, tma_do, tma_t), (tQ, tK, tV, tDO, tT) = \
+            self._loads(mQ, mK, mV, mDO, mTab)
 
         @cute.struct
         class SharedStorage:
@@ -1274,6 +1258,34 @@ class FlashBwdDkDvSm90:
                     cap_scale, cap_log2, win_left, win_right, mQ.shape[0], mQ.shape[2], sK_layout, sQ_layout,
                     sT_layout, tiled_mma_sdp, tiled_mma_dkv, SharedStorage).launch(
             grid=grid, block=[self.threads, 1, 1], stream=stream, min_blocks_per_mp=1)
+
+    def _mmas(self):
+        """S^T / dP^T (keys on rows, operands from shared memory) and dK / dV (P^T, dS^T from registers)."""
+        sdp = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
+        dkv = sm90_utils.make_trivial_tiled_mma(
+            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
+            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        return sdp, dkv
+
+    def _loads(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor):
+        """Shared-memory layouts of K/V, the Q/dO ring and the table ring; their TMA atoms and tensors; the
+        bytes each pipeline stage receives."""
+        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, None)
+        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, self.stages)
+        sT_layout = cute.make_layout((self.tile_m, 4, self.stages))
+        load = cpasync.CopyBulkTensorTileG2SOp()
+        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
+        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
+        one_q = cute.select(sQ_layout, mode=[0, 1])
+        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, one_q, (self.tile_m, self.d))
+        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, one_q, (self.tile_m, self.d))
+        tma_t, tT = cpasync.make_tiled_tma_atom(load, mTab, cute.select(sT_layout, mode=[0, 1]), (self.tile_m, 4))
+        self.kv_bytes = cute.size_in_bytes(self.dtype, sK_layout)
+        self.q_bytes = cute.size_in_bytes(self.dtype, one_q)
+        self.t_bytes = self.tile_m * 4 * 4
+        return ((sK_layout, sQ_layout, sT_layout), (tma_q, tma_k, tma_v, tma_do, tma_t), (tQ, tK, tV, tDO, tT))
 
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
@@ -1562,12 +1574,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         mAcc = cute.make_tensor(mAcc.iterator, cute.make_layout(
             (s_pad, self.d, heads, mAcc.shape[0]), stride=(self.d, 1, s_pad * self.d, heads * s_pad * self.d)))
         mRS, mBest = [cute.make_tensor(t.iterator, cute.select(t.layout, mode=[2, 1, 0])) for t in (mRS, mBest)]
-        tiled_mma_sdp = sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.K, Float32,
-            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.tile_m))
-        tiled_mma_dkv = sm90_utils.make_trivial_tiled_mma(
-            self.dtype, self.dtype, warpgroup.OperandMajorMode.K, warpgroup.OperandMajorMode.MN, Float32,
-            atom_layout_mnk=(self.num_wg, 1, 1), tiler_mn=(64, self.d), a_source=warpgroup.OperandSource.RMEM)
+        tiled_mma_sdp, tiled_mma_dkv = self._mmas()
         tiled_mma_dq = sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.MN, Float32,
             atom_layout_mnk=(1, 1 if self.private_dq else self.num_wg, 1),
@@ -1575,25 +1582,14 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         tiled_mma_rs = sm90_utils.make_trivial_tiled_mma(
             self.dtype, self.dtype, warpgroup.OperandMajorMode.MN, warpgroup.OperandMajorMode.K, Float32,
             atom_layout_mnk=(1, 1, 1), tiler_mn=(64, ONES_N))
-        sK_layout = _smem_layout(self.dtype, self.tile_n, self.d, None)
-        sQ_layout = _smem_layout(self.dtype, self.tile_m, self.d, self.stages)
-        sT_layout = cute.make_layout((self.tile_m, 4, self.stages))
         sDS_layout = _smem_layout(self.dtype, self.tile_n, self.tile_m, self.ds_stages)  # dS^T: keys x queries
         sOnes_layout = _smem_layout(self.dtype, ONES_N, self.tile_n, None)
         # dQ's part, per math warpgroup: thread t's 4-value group j at (j * 128 + t) * 4 (conflict-free
         # 16-byte stores; _dq_post_kernel reads this order back)
         per_wg = self.tile_m * self.d // (1 if self.private_dq else self.num_wg)
         sdQ_layout = cute.make_layout(((4, WG), per_wg // (4 * WG), self.num_wg), stride=((1, 4), 4 * WG, per_wg))
-        load = cpasync.CopyBulkTensorTileG2SOp()
-        tma_k, tK = cpasync.make_tiled_tma_atom(load, mK, sK_layout, (self.tile_n, self.d))
-        tma_v, tV = cpasync.make_tiled_tma_atom(load, mV, sK_layout, (self.tile_n, self.d))
-        one_q = cute.select(sQ_layout, mode=[0, 1])
-        tma_q, tQ = cpasync.make_tiled_tma_atom(load, mQ, one_q, (self.tile_m, self.d))
-        tma_do, tDO = cpasync.make_tiled_tma_atom(load, mDO, one_q, (self.tile_m, self.d))
-        tma_t, tT = cpasync.make_tiled_tma_atom(load, mTab, cute.select(sT_layout, mode=[0, 1]), (self.tile_m, 4))
-        self.kv_bytes = cute.size_in_bytes(self.dtype, sK_layout)
-        self.q_bytes = cute.size_in_bytes(self.dtype, one_q)
-        self.t_bytes = self.tile_m * 4 * 4
+        (sK_layout, sQ_layout, sT_layout), (tma_q, tma_k, tma_v, tma_do, tma_t), (tQ, tK, tV, tDO, tT) = \
+            self._loads(mQ, mK, mV, mDO, mTab)
 
         @cute.struct
         class SharedStorage:
