@@ -1,4 +1,4 @@
-"""Attention on the GPU, both backends (Triton; CuTe DSL forward with the Triton backward).
+"""Attention on the GPU, both backends (Triton; CuTe DSL, its backward fused by default, split on request).
 
 * Small shapes against the reference in float64: forward and gradients of q, k, v; odd lengths,
   GQA/MQA, causal with Sq < Sk and Sq > Sk (bottom-right), windows, softcap, head dims 64 and 128,
@@ -99,10 +99,38 @@ def _fused(monkeypatch, private: bool) -> None:
     monkeypatch.setattr(mod, "_fused_tiles", lambda d: {**tiles(d), "private_dq": private})
 
 
+@pytest.mark.parametrize("case", [c for c in SMALL if "softcap" not in c[7]], ids=lambda c: f"{c[:6]}-{sorted(c[7])}")
+def test_split_cute_backward_small_shapes_against_float64(ref, case, monkeypatch):
+    """The split CuTe backward (dK/dV, then dQ: what a softcap or torch's deterministic mode gets) on the shapes
+    the fused default takes, under the same bar."""
+    monkeypatch.setattr(backend("cute"), "FUSED_BACKWARD", False)
+    test_small_shapes_against_float64(ref, "cute", case)
+
+
+@pytest.fixture
+def deterministic():
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+def test_cute_backward_deterministic_when_torch_asks(deterministic, monkeypatch):
+    """Under torch.use_deterministic_algorithms the CuTe backward takes the split kernels (no atomics): two runs
+    give bit-identical gradients and the fused kernel is never launched."""
+    mod = backend("cute")
+    xs = inputs(2, 1024, 1024, 8, 2, 128, BF16, seed=3)
+    g = torch.randn(xs[0].shape, device="cuda", generator=torch.Generator(device="cuda").manual_seed(4)).to(BF16)
+    monkeypatch.setattr(mod, "fused_backward", lambda *a, **k: pytest.fail("the fused backward ran"))
+    first, second = (run(lambda q, k, v: mod.attention(q, k, v, causal=True), xs, g) for _ in range(2))
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("private", [False, True], ids=["shared_dq", "private_dq"])
 @pytest.mark.parametrize("case", FUSED_SMALL, ids=lambda c: f"{c[:6]}-{str(c[6])[6:]}-{sorted(c[7])}")
 def test_fused_cute_backward_small_shapes_against_float64(ref, case, private, monkeypatch):
-    """The fused CuTe backward (opt-in, FUSED_BACKWARD), both ways of forming dQ's parts, under the same
+    """The fused CuTe backward (the default, FUSED_BACKWARD), both ways of forming dQ's parts, under the same
     bar as the default backward."""
     _fused(monkeypatch, private)
     test_small_shapes_against_float64(ref, "cute", case)

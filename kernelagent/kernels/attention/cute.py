@@ -14,19 +14,18 @@ visited from the last one down: the blocks cut by the causal diagonal / right wi
 length first (masked), then the interior (no mask), then those cut by a left window edge. The
 epilogue writes O / rowsum and the log-sum-exp straight from registers.
 
-Backward (default): two CuTe kernels with the forward's warpgroup layout, no atomics (deterministic), both
-reading one table of the forward's statistics and delta (a small Triton kernel builds it, rows padded
-to whole blocks). dK/dV: one CTA per (128 keys, kv head, batch) keeping K, V and the dK, dV
-accumulators on chip while Q and dO blocks of every query head of the group stream past; keys on
-rows (S^T = K Q^T, dP^T = V dO^T from shared memory; dV += P^T dO and dK += dS^T Q with P^T, dS^T as
-register operands). dQ: one CTA per (128 queries, head, batch) as the forward, K and V streaming
-past; dS rounded to 16 bits times K, with the rounding's sum taken out around each row's
-best-scoring key (the Triton dQ kernel's centring). The Triton backward (the block between the
-"shared backward" markers, kept identical in triton.py and checked by a test) serves the CPU
-interpreter and stays for comparison (CUTE_BACKWARD). Opt-in (FUSED_BACKWARD): one fused kernel, FA3's
-five GEMMs a step with dQ added across key blocks in fp32 by bulk reductions, then a dQ post-pass; correct
-and tested, but slower than the split on the H200 so far (FlashBwdFusedSm90). Varlen batches are
-Triton-only (triton.py).
+Backward (default, FUSED_BACKWARD): one fused CuTe kernel, FA3's five GEMMs a step. One CTA per (128 keys,
+kv head, batch) keeps K, V and the dK, dV accumulators on chip while Q and dO blocks of every query head of the
+group stream past (keys on rows: S^T = K Q^T, dP^T = V dO^T from shared memory, dV += P^T dO and dK += dS^T Q
+with register operands); each math warpgroup's part of dQ over its own 64 keys is a wgmma from dS^T in shared
+memory, added across key blocks in fp32 by bulk reductions into a global accumulator, then a Triton post-pass
+centres (the rounding's sum taken out around each row's best-scoring key), scales and rounds it. The split
+backward (no atomics, deterministic: with a softcap, or when torch's deterministic algorithms are on): a dK/dV
+kernel as above and a dQ kernel, one CTA per (128 queries, head, batch) as the forward with K and V streaming
+past; both read one table of the forward's statistics and delta (a small Triton kernel builds it, rows padded
+to whole blocks). The Triton backward (the block between the "shared backward" markers, kept identical in
+triton.py and checked by a test) serves the CPU interpreter and stays for comparison (CUTE_BACKWARD).
+Varlen batches are Triton-only (triton.py).
 
 Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
 any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles): shapes are dynamic.
@@ -2234,7 +2233,8 @@ _CACHE: dict = {}  # compiled kernels (cute.compile does not cache)
 
 def _tiles(d: int) -> dict:
     """Tiles and pipeline depth per head dim: 128 x 128 tiles, as deep a K/V ring as shared memory
-    allows (Q 32 KiB + 2 x 64 KiB of K and V at d = 128)."""
+    allows (Q 32 KiB + 2 x 64 KiB of K and V at d = 128). Wider key tiles (FA3's 176 at d = 128, 192 at
+    d = 64; 160) were not faster here: benchmarks/results/2026-12-03-h200/attention_fwd_tiles*.json."""
     return {"tile_m": 128, "tile_n": 128, "stages": 2 if d > 64 else 3}
 
 
@@ -2386,10 +2386,15 @@ def dkdv_backward(q, k, v, do, tab, dk, dv, scale: float, softcap: float | None,
     compiled(*args, stream)
 
 
-# True: the fused backward without a softcap (opt-in: its backward 5 % faster than the split's at the headline
-# shape, 1 % causal, benchmarks/results/2026-12-03-h200/attention_bwd_fused.json, but not yet timed end to end
-# nor verified through `library verify`, nor at head dim 64; its dQ sums in a varying order)
-FUSED_BACKWARD = False
+# True: the fused backward where it applies (no softcap; torch's deterministic mode off, since its dQ sums the
+# key blocks' parts in the order they arrive), else the split one (benchmarks/results/2026-12-03-h200/
+# attention_bwd_fused.json: the fused backward 5 % faster at the headline shape, 1 % causal)
+FUSED_BACKWARD = True
+
+
+def _fused_applies(softcap: float | None) -> bool:
+    """Whether the backward runs fused: FUSED_BACKWARD, no softcap, and torch not asked for determinism."""
+    return FUSED_BACKWARD and softcap is None and not torch.are_deterministic_algorithms_enabled()
 
 
 @triton.jit
@@ -2510,7 +2515,7 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
     if q.numel() == 0 or k.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     tab = _stats_table(do, out, stats, None if dlse is None else dlse.float())
-    if FUSED_BACKWARD and softcap is None:
+    if _fused_applies(softcap):
         fused_backward(q, k, v, do, tab, dq, dk, dv, scale, window)
         return dq, dk, dv
     dkdv_backward(q, k, v, do, tab, dk, dv, scale, softcap, window)

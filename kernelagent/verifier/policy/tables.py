@@ -492,6 +492,7 @@ TORCH_ALLOWED_CALLS: dict[str, bool] = {
         "Size finfo iinfo device no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled "
         "is_inference_mode_enabled is_tensor is_floating_point is_complex get_default_dtype "
         "result_type promote_types can_cast broadcast_shapes numel is_nonzero autocast is_autocast_enabled "
+        "are_deterministic_algorithms_enabled is_deterministic_algorithms_warn_only_enabled "
         "get_autocast_dtype get_autocast_gpu_dtype amp.autocast amp.custom_fwd amp.custom_bwd "
         "cuda.amp.autocast cuda.amp.custom_fwd cuda.amp.custom_bwd"
     ).split()},

@@ -81,6 +81,24 @@ def test_finding_fields_and_summary():
     assert result.summary().endswith(finding.hint)
 
 
+def test_reading_torch_flags_in_the_forward_is_not_compute():
+    """Queries of torch's global modes (deterministic algorithms, grad mode) return a bool: a forward may branch
+    on them; a compute call beside them is still a violation."""
+    src = """
+        import torch
+        import torch.nn as nn
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                if torch.are_deterministic_algorithms_enabled() or torch.is_grad_enabled():
+                    return x.clone()
+                return {tail}
+    """
+    assert _check(src.format(tail="x.clone()")).ok
+    flagged = _check(src.format(tail="torch.exp(x)"))
+    assert [(f.rule, f.line) for f in flagged.findings] == [("torch_compute", 9)]
+
+
 def test_suspect_rejects_but_is_not_a_violation():
     result = _check("""
         import torch
