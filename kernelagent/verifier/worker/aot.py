@@ -16,6 +16,7 @@ from typing import Any
 
 from kernelagent.problem import ProblemError, load_module
 from kernelagent.verifier.protocol import AotRequest
+from kernelagent.verifier.worker import compiled_lines
 from kernelagent.verifier.worker.compile_facts import _jit_objects, constexpr_globals
 from kernelagent.verifier.worker.errors import classify_exception
 
@@ -128,8 +129,11 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
                             "is compiled: the compiled kernel is not the one that ran")
     signature, constexprs, attrs = _signature(fn, req["args"])
     options = {k: v for k, v in req.get("options", {}).items() if k in ("num_warps", "num_stages", "num_ctas")}
-    ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                        target=GPUTarget("cuda", 90, 32), options=options)
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    ck, visits = compiled_lines.compile_recorded(
+        lambda: triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options))
+    if "ran" in req:  # the kernel code the interpreter ran must all be in what was compiled
+        compiled_lines.check(req["ran"], visits)
     facts = {"kernel": req["kernel"], "backend": "triton", "target": "sm_90a",
              "shared_bytes": getattr(ck.metadata, "shared", None), "num_warps": ck.metadata.num_warps,
              "num_stages": ck.metadata.num_stages, "constexprs": {k: v for k, v in constexprs.items()
@@ -199,6 +203,7 @@ def _with_class_members(values: Any, module_name: str) -> list[Any]:
 def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
     """Compile every recorded launch; the first real compile error is returned as `error`."""
     state.candidate_file = str(Path(req.candidate).resolve())
+    compiled_lines.install()  # before any candidate code: the code generator's visits are recorded
     state.active = True
     try:
         module = load_module(req.candidate, "kernelagent_candidate", "candidate")
@@ -220,7 +225,7 @@ def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
             continue
         try:
             kernels.append(compile_one(fn, r))
-        except GlobalsDiffer as e:
+        except (GlobalsDiffer, compiled_lines.NotCompiled) as e:
             if error is None:
                 error = {"category": "compile_error", "message": f"{r['kernel']}: {e}", "detail": str(e)}
         except (KeyError, TypeError) as e:

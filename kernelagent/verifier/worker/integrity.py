@@ -451,17 +451,20 @@ class LaunchCounter:
         self.stats: dict[str, Any] = {"triton_launches": 0, "triton_kernels": Counter(), "cute_launches": 0,
                                       "cute_kernels": Counter(), "interpreter_launches": []}
 
-    def note_launch(self, launch: dict[str, Any]) -> None:
+    def note_launch(self, launch: dict[str, Any]) -> dict[str, Any]:
         """Keep each distinct interpreter launch (kernel, where it is defined, argument kinds) for the ahead-of-
         time compile; past the cap a new one is kept as a marker that no compile can satisfy, so launching a
-        harmless kernel many times first cannot hide a later one from the check."""
+        harmless kernel many times first cannot hide a later one from the check. Returns the record kept for
+        this launch's compile (the lines its grid runs are added to it)."""
         from kernelagent.verifier.worker.compile_facts import launch_key
 
         seen = self.stats["interpreter_launches"]
         key = launch_key(launch)
-        if any(launch_key(old) == key for old in seen):
-            return
+        for old in seen:
+            if launch_key(old) == key:
+                return old
         seen.append(launch if len(seen) < _MAX_DISTINCT_LAUNCHES else {**launch, "over_cap": True})
+        return seen[-1]
 
     @property
     def total(self) -> int:
@@ -479,18 +482,22 @@ class LaunchCounter:
         if interpreter:
             from triton.runtime.interpreter import InterpretedFunction
 
+            from kernelagent.verifier.worker import interp_lines
             from kernelagent.verifier.worker.compile_facts import describe_launch
 
             original = InterpretedFunction.run
             counter = self
 
             def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001
-                if not warmup:
-                    mark_launched(args, kwargs)
-                    counter.stats["triton_launches"] += 1
-                    counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
-                    counter.note_launch(describe_launch(fn_self, args, kwargs))
-                return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                if warmup:
+                    return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                mark_launched(args, kwargs)
+                counter.stats["triton_launches"] += 1
+                counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
+                record = counter.note_launch(describe_launch(fn_self, args, kwargs))
+                result = original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                interp_lines.merge_into(record, interp_lines.ran())  # the kernel code this compile must hold
+                return result
 
             InterpretedFunction.run = run
             return

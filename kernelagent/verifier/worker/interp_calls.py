@@ -27,6 +27,8 @@ import sys
 import sysconfig
 from typing import Any
 
+from kernelagent.verifier.worker.interp_lines import TRACERS, follow
+
 TRUSTED: set[Any] = set()  # code objects of the kernels this worker's interpreter rewrote
 _FOUND: list[str] = []  # what the hook saw during the running grid
 _PRINT_DEPTH = [0]  # kernel code inside a `print` call
@@ -77,7 +79,12 @@ def _hook(frame: Any, event: str, arg: Any) -> None:
     common cases (Triton's code, a C call from it) return after a lookup or two."""
     if event == "call":
         code = frame.f_code
-        if code in TRUSTED or _allowed_file(code.co_filename):
+        if code in TRUSTED:
+            trace = TRACERS.get(code)
+            if trace is not None:
+                follow(frame, trace)  # a kernel's own code: what of it runs is recorded (interp_lines)
+            return
+        if _allowed_file(code.co_filename):
             return
         _FOUND.append(f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno}) ran "
                       "during the launch")
@@ -96,6 +103,7 @@ def watch() -> None:
     """Profile every interpreted grid (GridExecutor.__call__): from its first program to its end."""
     from triton.runtime import interpreter as interp
 
+    from kernelagent.verifier.worker import interp_lines
     from kernelagent.verifier.worker.interp_bounds import InterpreterInternals
 
     executor = interp.GridExecutor
@@ -107,15 +115,18 @@ def watch() -> None:
     def set_grid_idx(self: Any, *idx: Any) -> Any:
         if sys.getprofile() is not _hook:
             sys.setprofile(_hook)
+        interp_lines.start()  # which instructions of the kernel's own code run (compared with the AOT compile)
         return set_idx(self, *idx)
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         _FOUND.clear()
         _PRINT_DEPTH[0] = 0
+        interp_lines.clear()
         try:
             result = run(self, *args, **kwargs)
         finally:
             sys.setprofile(None)
+            interp_lines.stop()
         if _FOUND:
             raise InterpreterInternals("Python beside the kernel's own code ran while it was interpreted (compiled "
                                        f"for the GPU nothing of it runs): {'; '.join(sorted(set(_FOUND))[:3])}")

@@ -8,11 +8,13 @@
 3. `@triton.autotune` benchmarks its configs through the GPU driver, so it fails without one.
 4. (Not about bf16, but about what the interpreter runs.) To run a kernel, the interpreter copies its own
    module's globals (`inspect`, `np`, `textwrap`, ...) into the module that defined the kernel, so after the
-   first launch the candidate can use modules it never imported. The rewritten kernel now runs in a copy.
+   first launch the candidate can use modules it never imported. The rewritten kernel now runs in a copy, where
+   `print` is `tl.device_print`, as Triton's code generator binds it in a compiled kernel.
 5. The interpreter re-reads a kernel's source at its first launch and starts at the *last* line that begins
    with `def `, even inside a string; the GPU compiler (and the AOT check) starts at the first `def` of the
    text read when the kernel was defined. A candidate could have the interpreter run Python the compiler
-   never sees. The rewriter now reads the text the compiler reads, taken when the kernel is defined.
+   never sees. The rewriter now reads the text the compiler reads, taken when the kernel is defined; each
+   rewritten function is handed to `interp_lines`, which traces what of it runs (compared with the AOT compile).
 6. The interpreter's `tl.device_print` calls Python's `print`, so whoever holds `sys.stdout` reads the
    printed values (read through NumPy, unseen by the host-read counters): a candidate captured its inputs
    that way and computed on the host (red team, 2026-12-03). It now writes straight to file descriptor 2,
@@ -29,7 +31,7 @@ import re
 import textwrap
 from typing import Any
 
-from kernelagent.verifier.worker import interp_calls
+from kernelagent.verifier.worker import interp_calls, interp_lines
 
 
 def round_bf16_to_nearest() -> bool:
@@ -101,17 +103,38 @@ def keep_kernel_modules_clean() -> bool:
     if rewriter is None or not hasattr(rewriter, "_compile_and_exec"):
         return False
     own = vars(interpreter)
+    import triton.language as tl
+
+    _BUILTIN_DEVICE_PRINT[0] = tl.core.device_print
 
     def compile_and_exec(self: Any, transformed_ast: Any) -> Any:
         code = compile(transformed_ast, filename=self.filename, mode="exec")
         interp_calls.TRUSTED.add(code)  # the module body that defines the rewritten kernel (run once, just below)
         scope = {**own, **self.fn.__globals__}  # the module's names first; the module itself is not touched
+        scope["print"] = kernel_print  # what `print` is in a compiled kernel (a module's own `print` global too)
         local_namespace = {**self.kwargs}
         exec(code, scope, local_namespace)  # noqa: S102 - the interpreter's own step, on the kernel's own source
         return interp_calls.trust(local_namespace[self.fn.__name__])
 
     rewriter._compile_and_exec = compile_and_exec
     return True
+
+
+def kernel_print(*args: Any, **kwargs: Any) -> Any:
+    """`print` in kernel code: compiled it is `tl.device_print` (Triton's code generator binds the name so), and
+    so it is under the interpreter, whose device_print stands in for Triton's during a grid. Python's own print
+    let kernel code turn blocks into text in a sink of its choosing (`print(..., file=...)`, red team round 11);
+    device_print takes no `file`."""
+    import triton.language as tl
+
+    for module in (tl, tl.core):
+        patched = module.device_print
+        if patched is not _BUILTIN_DEVICE_PRINT[0]:
+            return patched(*args, **kwargs)
+    return tl.core.device_print(*args, **kwargs)  # outside a grid: fails as compiled code would outside a kernel
+
+
+_BUILTIN_DEVICE_PRINT: list[Any] = [None]  # Triton's own device_print, before any interpreter patch
 
 
 _DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)  # where triton.runtime.jit.JITCallable starts a kernel
@@ -146,7 +169,9 @@ def rewrite_what_the_compiler_compiles() -> bool:
             return interp_calls.trust(original(self))
         self.filename, self.def_file_lineno = self._get_jit_fn_file_line()
         self.def_lineno = self._find_def(kept)
-        return self._compile_and_exec(self._transform_ast(self._prepare_source(kept)))
+        src = self._prepare_source(kept)
+        rewritten = self._compile_and_exec(self._transform_ast(src))
+        return interp_lines.register(rewritten, self.fn, self.def_file_lineno, src)  # what it runs is traced
 
     rewriter.__init__, rewriter._find_def, rewriter.rewrite_ast = init, find_def, rewrite_ast
     return True
