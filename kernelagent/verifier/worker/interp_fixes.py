@@ -114,7 +114,9 @@ def keep_kernel_modules_clean() -> bool:
         scope["print"] = kernel_print  # what `print` is in a compiled kernel (a module's own `print` global too)
         local_namespace = {**self.kwargs}
         exec(code, scope, local_namespace)  # noqa: S102 - the interpreter's own step, on the kernel's own source
-        return interp_calls.trust(local_namespace[self.fn.__name__])
+        rewritten = local_namespace[self.fn.__name__]
+        _bind_as_defined(rewritten, self.fn)
+        return interp_calls.trust(rewritten)
 
     rewriter._compile_and_exec = compile_and_exec
     return True
@@ -135,6 +137,53 @@ def kernel_print(*args: Any, **kwargs: Any) -> Any:
 
 
 _BUILTIN_DEVICE_PRINT: list[Any] = [None]  # Triton's own device_print, before any interpreter patch
+
+
+def _bind_as_defined(rewritten: Any, original: Any) -> None:
+    """Give the rewritten kernel the defaults and annotations its `def` had when the module ran it: running the
+    `def` again evaluates them again, and a default read from a global that changed since (red team, round 12: a
+    constexpr default 0 at import, 1 when first launched) would bind differently from the compiled kernel."""
+    rewritten.__defaults__ = original.__defaults__
+    rewritten.__kwdefaults__ = original.__kwdefaults__
+    rewritten.__annotations__ = dict(original.__annotations__)
+
+
+def casts_and_ints_as_compiled() -> bool:
+    """Two places where the interpreter's NumPy arithmetic is not the GPU's (red team, round 12): a float cast to
+    an integer saturates on the GPU (PTX cvt.rzi; NaN gives 0) where NumPy gives INT_MIN or wraps, and an int
+    argument in [2**31, 2**32) is an i64 in the compiled kernel but was held in a NumPy uint32 (so `a + a < a`
+    held only under the interpreter). False if this Triton lacks the hooks."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+    from triton.runtime.jit import mangle_type
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    implicit, np_dtype = getattr(interpreter, "_implicit_cvt", None), getattr(interpreter, "_get_np_dtype", None)
+    if builder is None or implicit is None or np_dtype is None or not hasattr(builder, "cast_impl"):
+        return False
+
+    def fp_to_int(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar == tl.bfloat16:  # held as raw bits: the interpreter's own path
+            return self.cast_impl(src, dst_type)
+        target = np_dtype(dst_type)
+        info, data = np.iinfo(target), src.data.astype(np.float64)
+        top, bottom = float(int(info.max) + 1), float(int(info.min) - 1)  # exact powers of two (or -2**63)
+        out = np.zeros(data.shape, dtype=target)  # NaN stays 0
+        inside = (data > bottom) & (data < top)
+        out[inside] = data[inside].astype(target)  # truncation toward zero, as cvt.rzi
+        out[data >= top], out[data <= bottom] = info.max, info.min
+        return interpreter.TensorHandle(out, dst_type.scalar)
+
+    def implicit_cvt(arg: Any) -> Any:
+        if type(arg) is int and 2**31 <= arg < 2**32:
+            ty = tl.str_to_ty(mangle_type(arg), None)
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np_dtype(ty)), ty), ty)
+        return implicit(arg)
+
+    builder.create_fp_to_si = builder.create_fp_to_ui = fp_to_int
+    interpreter._implicit_cvt = implicit_cvt
+    return True
 
 
 _DEF = re.compile(r"^def\s+\w+\s*\(", re.MULTILINE)  # where triton.runtime.jit.JITCallable starts a kernel

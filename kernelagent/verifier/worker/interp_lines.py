@@ -3,7 +3,7 @@
 Under the interpreter a kernel's Python runs on the launch's values; compiled for the GPU only what Triton's code
 generator visited exists. A kernel can tell the two apart without any call the profile hook sees (`type` of a
 constexpr through a module, a branch on what `__dict__` holds, an assignment expression in a passing
-`tl.static_assert` message) and compute the answer in code the compiler drops (2026-12-04). So while a grid runs,
+`tl.static_assert` message) and compute the answer in code the compiler drops (2026-12-03). So while a grid runs,
 the instructions executed in the kernel's own rewritten code (and the @triton.jit functions it calls) are traced
 and their source positions sent with the launch; `compiled_lines` refuses any that the compile never generated.
 

@@ -48,6 +48,7 @@ def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
         from kernelagent.verifier.worker.interp_fixes import (
             autotune_without_benchmarks,
             bf16_dot_in_fp32,
+            casts_and_ints_as_compiled,
             keep_kernel_modules_clean,
             print_to_the_real_stderr,
             rewrite_what_the_compiler_compiles,
@@ -59,6 +60,7 @@ def _warm_imports(mode: str, workdir: Path) -> dict[str, str]:
         versions["interpreter_module_globals"] = "kept clean" if keep_kernel_modules_clean() else "shared"
         versions["interpreter_source"] = "as compiled" if rewrite_what_the_compiler_compiles() else "re-read"
         versions["interpreter_device_print"] = "fd 2" if print_to_the_real_stderr() else "sys.stdout"
+        versions["interpreter_casts"] = "as compiled" if casts_and_ints_as_compiled() else "numpy"
     warming = bool(versions["triton"]) and os.environ.get("KERNELAGENT_WORKER_WARM") == "1"
     if mode == "cuda":
         import kernelagent.verifier.worker.candidate  # noqa: F401 - trusted modules, while the C compiler runs

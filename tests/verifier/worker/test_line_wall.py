@@ -1,7 +1,7 @@
 """The line wall: kernel code the interpreter ran must be code the AOT compile for sm_90a generated (interp_lines,
 compiled_lines). A kernel that selects a branch inside itself by something it sees differently under the
 interpreter (`type` of a constexpr reached through a module) computed the answer there and garbage compiled,
-and was accepted on CPU (2026-12-04). The interpreter runs in a child process with the worker's patches, as a CPU
+and was accepted on CPU (2026-12-03). The interpreter runs in a child process with the worker's patches, as a CPU
 worker does; the compile runs here, as the AOT worker does."""
 
 from __future__ import annotations

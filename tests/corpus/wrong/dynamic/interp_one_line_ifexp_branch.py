@@ -5,7 +5,7 @@
 """The same selector as interp_type_of_constexpr_branch on one line: the kernel computes the softmax, and a
 conditional expression stores it under the interpreter (`type(BLOCK) is int`) and the input when compiled. Every
 line of it is compiled, so a comparison by lines alone passes it; the wall compares what ran expression by
-expression (the instructions' source positions). Written 2026-12-04, accepted on CPU before the wall."""
+expression (the instructions' source positions). Written 2026-12-03, accepted on CPU before the wall."""
 import torch
 import torch.nn as nn
 import triton

@@ -5,7 +5,7 @@
 """No selector at all: the message of a passing `tl.static_assert` is evaluated by Python under the interpreter
 and never by the compiler, and an assignment expression in it (`out := ...`) stores the softmax; compiled, `out`
 keeps the input. Policy off: the dynamic layer alone must see that the interpreter ran an expression the
-compile never generated. Written 2026-12-04, accepted on CPU before the wall."""
+compile never generated. Written 2026-12-03, accepted on CPU before the wall."""
 import torch
 import torch.nn as nn
 import triton

@@ -5,7 +5,7 @@
 """Inside the kernel, `type(BLOCK) is int` tells the interpreter (a constexpr argument arrives as a plain int)
 from the compiler (a `tl.constexpr`): `type` is a class, not a C function, so the call hook never sees it, and
 the selected branch computes the softmax with Triton operations alone. Compiled for the GPU the branch is
-dropped and the kernel copies its input. Written 2026-12-04 against the walls of red-team round 11 (accepted
+dropped and the kernel copies its input. Written 2026-12-03 against the walls of red-team round 11 (accepted
 on CPU before the line wall): the interpreter ran lines the compile never generated."""
 import torch
 import torch.nn as nn
