@@ -8,9 +8,13 @@ registers and spills from `ptxas -v`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,9 @@ def _signature(fn: Any, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str]
                 continue
             raise KeyError(p.name)
         if p.is_constexpr or desc["kind"] in _ALWAYS_CONSTEXPR:
+            if desc.get("numpy"):
+                raise TypeError(f"constexpr {p.name} is a NumPy {desc['numpy']}, which the GPU JIT keeps as it is "
+                                "(its arithmetic wraps): pass a Python int")
             signature[p.name] = "constexpr"
             constexprs[p.name] = _constexpr_value(p.name, desc, fn)
         elif desc["kind"] in ("ptr", "int"):
@@ -121,6 +128,11 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     compiled_globals = constexpr_globals(fn)
+    opaque = sorted(k for k, d in {**compiled_globals, **req.get("globals", {})}.items() if d["kind"] == "other")
+    if opaque:  # known only by its type (a list, an object): a change to what it holds could not be seen
+        raise GlobalsDiffer(f"the constexpr global {opaque[0]} holds a {_shown(compiled_globals.get(opaque[0]))}: "
+                            "only numbers, strings, None, tuples of them, dtypes and @triton.jit functions can be "
+                            "checked to be the same when compiled as when the kernel ran")
     if compiled_globals != req.get("globals", compiled_globals):
         differ = sorted(k for k in {*compiled_globals, *req["globals"]}
                         if compiled_globals.get(k) != req["globals"].get(k))
@@ -130,8 +142,9 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
     signature, constexprs, attrs = _signature(fn, req["args"])
     options = {k: v for k, v in req.get("options", {}).items() if k in ("num_warps", "num_stages", "num_ctas")}
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    ck, visits = compiled_lines.compile_recorded(
-        lambda: triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options))
+    with _diagnostics_kept():
+        ck, visits = compiled_lines.compile_recorded(
+            lambda: triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options))
     if "ran" in req:  # the kernel code the interpreter ran must all be in what was compiled
         compiled_lines.check(req["ran"], visits)
     facts = {"kernel": req["kernel"], "backend": "triton", "target": "sm_90a",
@@ -143,6 +156,40 @@ def compile_one(fn: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 
 _AT = re.compile(r"^at (\d+):(\d+):")
+# what Triton's C++ passes print on fd 2 when "PassManager::run failed": an assertion or an MLIR error
+_DIAGNOSTIC = re.compile(r"Assertion `(?P<assertion>.+?)' failed|error: (?P<error>(?!Failures have been).+)")
+
+
+@contextlib.contextmanager
+def _diagnostics_kept() -> Iterator[None]:
+    """Copy what the compile writes on fd 2 (passed on as it is); a compile that raises gets the first C++
+    assertion or MLIR error from it as `ka_diagnostic` (its message says only "PassManager::run failed")."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except Exception as e:
+            found = _DIAGNOSTIC.search(_read(log))
+            if found is not None:
+                e.ka_diagnostic = (found.group("assertion") or found.group("error")).strip()[:300]
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.write(2, _read(log).encode(errors="replace"))
+
+
+def _read(log: Any) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")
+
+
+def _diagnosed(exc: BaseException) -> str:
+    found = getattr(exc, "ka_diagnostic", "")
+    return f" ({found})" if found else ""
 
 
 def _def_line(fn: Any) -> int:
@@ -233,8 +280,8 @@ def run_aot(req: AotRequest, state: Any) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a compile failure is the candidate's
             category, message = classify_exception(e, state.candidate_file)
             if category == "compile_error" and error is None:
-                error = {"category": category, "message": triton_error_line(e, fn, r["kernel"]),
+                error = {"category": category, "message": triton_error_line(e, fn, r["kernel"]) + _diagnosed(e),
                          "detail": message}
             elif category != "compile_error":
-                skipped.append(f"{r['kernel']}: {type(e).__name__}: {str(e)[:200]}")
+                skipped.append(f"{r['kernel']}: {type(e).__name__}: {str(e)[:200]}{_diagnosed(e)}")
     return {"kernels": kernels, "error": error, "skipped": skipped}

@@ -37,7 +37,9 @@ def describe_arg(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"kind": "bool", "value": bool.__bool__(value)}
     if not isinstance(value, int) and hasattr(value, "__index__") and type(value).__module__ == "numpy":
-        return describe_arg(int(value))  # a NumPy integer (np.prod of a shape) launches as a Python int
+        # a NumPy integer (np.prod of a shape) launches as a Python int; as a constexpr the GPU JIT keeps the NumPy
+        # type (its arithmetic wraps), which the AOT compile cannot rebuild (red team, round 12): marked
+        return {**describe_arg(int(value)), "numpy": type(value).__name__}
     # exact builtins only (int.__int__ and friends skip a subclass's methods): the facts are serialised with
     # deep copies, and a subclass's __deepcopy__ is candidate code (red team, 2026-12-03: it raised there, and
     # the verdict was blamed on the verifier; or it returned a 600-deep list that crashed the parent)
@@ -71,8 +73,8 @@ def describe_arg(value: Any) -> dict[str, Any]:
 def _defaults(fn: Any) -> dict[str, Any]:
     import inspect
 
-    try:
-        params = inspect.signature(fn).parameters.values()
+    try:  # the function's own defaults: not those of a `__wrapped__` it points to (red team, round 12)
+        params = inspect.signature(fn, follow_wrapped=False).parameters.values()
     except (TypeError, ValueError):
         return {}
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
@@ -118,9 +120,10 @@ def describe_launch(fn_self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def launch_key(req: dict[str, Any]) -> str:
     """What makes two launches the same compile: the kernel (its name, qualified name and line: two kernels
-    may share a name), argument kinds and values that specialise, and launch options."""
+    may share a name), argument kinds and values that specialise, launch options, and the constexpr globals it
+    read (a global changed between two launches of one kernel is two compiles, each checked)."""
     return repr((req["kernel"], req.get("qualname"), req.get("line"), sorted(req["args"].items(), key=str),
-                 sorted(req["options"].items(), key=str)))
+                 sorted(req["options"].items(), key=str), sorted(req.get("globals", {}).items(), key=str)))
 
 
 def aot_requests(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:

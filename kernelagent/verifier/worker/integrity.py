@@ -4,6 +4,7 @@ kernel launches counted, threads counted. Facts only: the parent judges them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import Counter
@@ -444,6 +445,38 @@ def _current_stream() -> int | None:
 _MAX_DISTINCT_LAUNCHES = 256  # distinct interpreter launches compiled ahead of time
 
 
+def _only_launched_grids() -> Any:
+    """Refuse an interpreted grid that no recorded launch started: the interpreter's GridExecutor is public, and a
+    kernel run through it directly was never recorded, so never compiled ahead of time nor held to the checks on
+    what ran (red team, round 12: a dropped branch passed that way, a recorded decoy launch beside it). Returns the
+    context manager a recorded launch runs its grid in."""
+    from triton.runtime.interpreter import GridExecutor
+
+    from kernelagent.verifier.worker.interp_bounds import InterpreterInternals
+
+    pending = [0]  # grids recorded launches may start: one each, taken before any hook of the candidate's runs
+    grid_call = GridExecutor.__call__
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if pending[0] <= 0:
+            raise InterpreterInternals("a kernel grid was run without a launch (the interpreter's GridExecutor called "
+                                       "directly): launch kernels as kernel[grid](...)")
+        pending[0] -= 1
+        return grid_call(self, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def launching() -> Any:
+        before = pending[0]
+        pending[0] = before + 1
+        try:
+            yield
+        finally:
+            pending[0] = before
+
+    GridExecutor.__call__ = call
+    return launching
+
+
 class LaunchCounter:
     """Counts kernel launches of the candidate's own kernels (Triton on GPU or interpreter, CuTe DSL)."""
 
@@ -487,15 +520,18 @@ class LaunchCounter:
 
             original = InterpretedFunction.run
             counter = self
+            launching = _only_launched_grids()
 
             def run(fn_self, *args, grid, warmup, **kwargs):  # noqa: ANN001
                 if warmup:
-                    return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                    with launching():
+                        return original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
                 mark_launched(args, kwargs)
                 counter.stats["triton_launches"] += 1
                 counter.stats["triton_kernels"][fn_self.fn.__name__] += 1
                 record = counter.note_launch(describe_launch(fn_self, args, kwargs))
-                result = original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
+                with launching():
+                    result = original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
                 interp_lines.merge_into(record, interp_lines.ran())  # the kernel code this compile must hold
                 return result
 
