@@ -61,6 +61,15 @@ def _in_triton(frame: Any) -> bool:
     return frame.f_code.co_filename.startswith(_triton_dir())
 
 
+_READERS: set[Any] = set()  # code of the verifier's own functions that read blocks' values (interp_combine)
+
+
+def reads_blocks(fn: Any) -> Any:
+    """Let `fn` (the verifier's own, standing in for a part of the interpreter) read a block's `handle`."""
+    _READERS.add(fn.__code__)
+    return fn
+
+
 def seal_handles() -> None:
     """Under the interpreter a Triton block (`tl.tensor`) holds its values as a NumPy array in `handle`;
     compiled for a GPU it holds an IR value, and a kernel never reads it. Python the candidate runs while a
@@ -75,7 +84,8 @@ def seal_handles() -> None:
     _triton_dir()  # resolved now, before any candidate code
 
     def get(self: Any) -> Any:
-        if not sys._getframe(1).f_code.co_filename.startswith(_triton_dir()):
+        caller = sys._getframe(1).f_code
+        if caller not in _READERS and not caller.co_filename.startswith(_triton_dir()):
             raise InterpreterInternals("a Triton block's `handle` is the interpreter's own (its values as a NumPy "
                                        "array): kernel code computes with tl.* operations, which the GPU compiles")
         return self.__dict__[_KEY]

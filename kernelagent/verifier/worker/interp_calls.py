@@ -17,6 +17,9 @@ kernel branch the compiler drops. So while a grid runs, a profile hook records:
 
 After the grid, any record fails the launch (`InterpreterInternals`, the candidate's runtime error). Also
 exposed: `printing()`, whether kernel code is inside a `print` (the one way it may turn a block into text).
+
+`tl.reduce` / `tl.associative_scan` call a kernel's own combine function: interp_combine makes the interpreter call
+its rewritten copy (kernel code here), not the function as written.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def watch() -> None:
     """Profile every interpreted grid (GridExecutor.__call__): from its first program to its end."""
     from triton.runtime import interpreter as interp
 
-    from kernelagent.verifier.worker import interp_lines
+    from kernelagent.verifier.worker import interp_combine, interp_lines
     from kernelagent.verifier.worker.interp_bounds import InterpreterInternals
 
     executor = interp.GridExecutor
@@ -135,6 +138,7 @@ def watch() -> None:
     call._ka_watched = True  # type: ignore[attr-defined]
     executor.__call__, interp.InterpreterBuilder.set_grid_idx = call, set_grid_idx
     _guard_constexpr_calls(InterpreterInternals)
+    interp_combine.install(InterpreterInternals)  # tl.reduce / tl.associative_scan: the kernel's combine code
 
 
 def _guard_constexpr_calls(error: type[Exception]) -> None:

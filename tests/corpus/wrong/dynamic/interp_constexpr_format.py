@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # problem: softmax
 # policy: on
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 """Red team round 10 (2026-12-03, accepted on 11 trials with the policy on): no interpreter test at all. The kernel turns its block into text through a C-level callable held in a
 tl.constexpr ("{}".format): the conversion guard's nearest Python frame is Triton's constexpr.__call__, which it
 skips, then the kernel's own frame, so the conversion is allowed. The text goes to a plain helper (no block in

@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # policy: on
 # problem: softmax
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 # (Red team round 10, 2026-12-03: refused earlier now, before the handle is read: a tl.constexpr may call only
 # Triton's own functions on a block.)
 # (red-team review of the fixes, 2026-12-03) Rejected now at run time: only Triton's own modules may read a block's handle under the interpreter.

@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # policy: off
 # problem: softmax
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 # (Red team round 10, 2026-12-03: refused earlier now, before any conversion: a tl.constexpr may call only
 # Triton's own functions on a block. tests/verifier/worker/test_interp_host_routes.py keeps the conversion guard.)
 """Round 9: a constexpr helper reads a block's values through tl.constexpr(block)'s own __repr__ (Triton's frame

@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # problem: softmax
 # policy: on
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 """Red team round 10 (2026-12-03, accepted on 11 trials with the policy on): the handle seal checked only
 the immediate caller's file. triton.language.core.dispatch (a Triton file)
 reads each block's `handle` and hands the list to a callable of the caller's choosing: a plain constexpr helper

@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # problem: softmax
 # policy: off
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 # (Red team round 10, 2026-12-03: refused earlier now, before any conversion: a tl.constexpr may call only
 # Triton's own functions on a block. tests/verifier/worker/test_interp_host_routes.py keeps the conversion guard.)
 """Red team round 8 (2026-12-03, accepted on 11 trials with the policy on): a helper reached through a

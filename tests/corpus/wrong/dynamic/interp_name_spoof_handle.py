@@ -1,7 +1,7 @@
-# expect: runtime_error
+# expect: compile_error
 # policy: off
 # problem: softmax
-# needle: constexpr-wrapped
+# needle: can be checked to be the same when compiled
 # (Red team round 10, 2026-12-03: refused earlier now, before the handle is read: a tl.constexpr may call only
 # Triton's own functions on a block.)
 """Red team round 9 (2026-12-03, accepted): the module claims to be Triton (`__name__ = "triton..."`), so a
