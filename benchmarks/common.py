@@ -53,3 +53,14 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     payload = {"benchmark": name, "environment": environment(), **data}
     path.write_text(json.dumps(payload, indent=2, default=str))
     return path
+
+
+def median_ms(call: Any) -> float:
+    """The probes' timing: one call first (compiles), then triton.testing.do_bench's median (warmup 25 ms, rep
+    100 ms, L2 flushed before every call)."""
+    import torch
+    import triton
+
+    call()
+    torch.cuda.synchronize()
+    return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))

@@ -18,8 +18,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
+from benchmarks.common import median_ms as _ms  # noqa: E402
 from benchmarks.common import write_result  # noqa: E402
 from kernelagent.kernels.attention import cute as ac  # noqa: E402
 
@@ -27,12 +27,6 @@ B, S, H = 2, 8192, 16
 FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), one call after a first "
           "(compiling, autotuning) one; backward TFLOP/s count 2.5x the forward's FLOPs (FlashAttention's count)")
-
-
-def _ms(call) -> float:
-    call()
-    torch.cuda.synchronize()
-    return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
 
 
 def _rel(a, b) -> float:

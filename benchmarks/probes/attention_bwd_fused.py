@@ -23,8 +23,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 
+from benchmarks.common import median_ms as _ms  # noqa: E402
 from benchmarks.common import write_result  # noqa: E402
 from kernelagent.kernels.attention import cute as ac  # noqa: E402
 from kernelagent.kernels.attention.reference import attention_reference  # noqa: E402
@@ -40,12 +40,6 @@ VARIANTS = [("shared_dq", {"private_dq": False}), ("shared_dq_dk_before_dq", {"p
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), after a first (compiling) "
           "call; backward TFLOP/s count 2.5x the forward's FLOPs, forward+backward 3.5x (FlashAttention's count)")
-
-
-def _ms(call) -> float:
-    call()
-    torch.cuda.synchronize()
-    return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
 
 
 def _rel(a, b) -> float:

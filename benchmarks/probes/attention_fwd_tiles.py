@@ -19,20 +19,14 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 
+from benchmarks.common import median_ms as _ms  # noqa: E402
 from benchmarks.common import write_result  # noqa: E402
 from kernelagent.kernels.attention import cute as ac  # noqa: E402
 
 B, S, H = 2, 8192, 16
 SETTINGS = {128: [(128, 2), (160, 2), (176, 2)], 64: [(128, 3), (192, 2)]}  # (tile_n, stages)
 METHOD = "triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed) after a first (compiling) call"
-
-
-def _ms(call) -> float:
-    call()
-    torch.cuda.synchronize()
-    return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
 
 
 def _case(d: int, causal: bool, tile_n: int, stages: int, sdpa: torch.Tensor, qkv) -> dict:
