@@ -8,7 +8,8 @@
   judged against the reference's own error in the problem dtype (its noise floor).
 * The GPU configurations compiled for sm_90a (no GPU needed): TMA, wgmma, the TMA reduce-add of dQ,
   warp specialisation (and the rows its second math partition gets, in the TTGIR), and no register
-  spills in the configs the autotuner starts from.
+  spills in the configs the autotuner starts from; and the interpreter's variant (UPCAST), which the
+  verifier compiles for sm_90 on CPU.
 Numerics on the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -575,6 +576,26 @@ def test_backward_kernels_compile_for_sm90a_without_spills(tri, kernel):
             allowed = 72 if causal and kernel == "dkdv" else 0
             assert facts["stack"] <= allowed and facts["wgmma"] and facts["tma_load"], (bm, bn, warps, stages, facts)
             assert facts["shared"] <= 227 * 1024, (bm, bn, warps, stages, facts)
+
+
+INTERP_VARIANT = {"HEAD_D": 64, "BLOCK_D": 64, "VARLEN": False, "HAS_LEFT": True, "HAS_RIGHT": True, "SOFTCAP": True,
+                  "TMA": True, "UPCAST": True}
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "dq", "dkdv"])
+def test_interpreter_variant_compiles_for_sm90(tri, kernel):
+    """What the CPU interpreter runs (UPCAST on the interpreter's tiles) the verifier compiles for sm_90 on CPU,
+    and refuses the kernel if that fails (fp64 tl.dot products did, in Triton 3.6). One variant a kernel (a
+    window, causal, softcap: every branch with a dot); its score product is fp32 at IEEE precision, not TF32."""
+    fn, tiles, extra = {"fwd": (tri._attn_fwd_kernel, tri.INTERP_FWD, {"REVERSE": True}),
+                        "dq": (tri._attn_dq_kernel, tri.INTERP_BWD, {"REVERSE": True, "HAS_DLSE": True}),
+                        "dkdv": (tri._attn_dkdv_kernel, tri.INTERP_BWD, {})}[kernel]
+    ir: list[str] = []
+    _compile_sm90(fn, dict(INTERP_VARIANT, **tiles, **extra), 4, 3, ir)
+    dots = [ln for ln in ir[0].splitlines() if "tt.dot " in ln]
+    assert dots and not any("f64" in ln for ln in dots), dots
+    assert any("inputPrecision" not in ln for ln in dots), "no dot at IEEE precision (the scores):\n" + "\n".join(dots)
+    assert tiles["BLOCK_M"] == tri.INTERP_FWD["BLOCK_M"] and tiles["BLOCK_N"] == tri.INTERP_FWD["BLOCK_N"]
 
 
 # ------------------------------------------------------------------------ the card and the benchmark

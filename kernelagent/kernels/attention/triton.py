@@ -204,8 +204,8 @@ def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, sq_
         if UPCAST:
             q = q.to(tl.float32)
             do = do.to(tl.float32)
-        if UPCAST:  # as in the forward: the same scores, bit for bit
-            qk_t = tl.dot(k.to(tl.float64), tl.trans(q).to(tl.float64)).to(tl.float32)  # [BLOCK_N, BLOCK_M]
+        if UPCAST:  # the forward's product q k^T on the same tiles, transposed after: its scores bit for bit
+            qk_t = tl.trans(tl.dot(q, tl.trans(k), input_precision="ieee"))  # [BLOCK_N, BLOCK_M]
         else:
             qk_t = tl.dot(k, tl.trans(q))
         if SOFTCAP:
@@ -346,10 +346,10 @@ def _dq_phase(dq, rs, best, idx, q, do, m2, l2, delta, k_desc, v_desc, k_base, v
             kv_mask = (cols[:, None] < sk) & (cols_d[None, :] < HEAD_D)
             k = tl.load(k_base + cols[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=kv_mask, other=0.0)
             v = tl.load(v_base + cols[:, None].to(tl.int64) * sv_s + cols_d[None, :], mask=kv_mask, other=0.0)
-        if UPCAST:  # as in the forward: the same scores, bit for bit
+        if UPCAST:  # the forward's product on the same tiles: the same scores, bit for bit
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-            qk = tl.dot(q.to(tl.float64), tl.trans(k).to(tl.float64)).to(tl.float32)
+            qk = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
             qk = tl.dot(q, tl.trans(k))
         if SOFTCAP:
@@ -716,6 +716,15 @@ def _fwd_prune(configs, named_args, **kwargs):
     return [c for c in _prune(configs, named_args, **kwargs) if tma or not c.kwargs["WS"]]
 
 
+# The CPU interpreter runs the UPCAST variant on INTERP_FWD / INTERP_BWD tiles (the same shapes): operands
+# widened to fp32 (NumPy has no bf16 matmul), the products of 16-bit values exact in fp32 and summed in
+# fp32 (the tensor cores' accumulator type); input_precision="ieee" so the variant's sm_90 compile, which
+# the verifier makes of what the interpreter ran, does not round to TF32. The backward recomputes the
+# scores with the same expression, q k^T on tiles of the same shapes (the dK/dV kernel transposes the
+# result rather than computing k q^T, which NumPy may sum in another order), so P recomputed from the
+# forward's statistics sees the forward's scores bit for bit. Not fp64 products: Triton 3.6 cannot lower
+# an fp64 tl.dot for sm_90 ("Currently fp64 don't support largeK MMA"). The variant's other dots take
+# 16-bit values widened (P and dS rounded to the input dtype first), which TF32 holds exactly.
 INTERP_FWD = {"BLOCK_M": 16, "BLOCK_N": 16, "WS": False, "MAX_D": 256}
 FWD_DEFAULT = {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}  # untuned: small problems
 
@@ -753,9 +762,9 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
         else:
             kv_mask = (cols[:, None] < sk) & (cols_d[None, :] < HEAD_D)
             k = tl.load(k_base + cols[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=kv_mask, other=0.0)
-        if UPCAST:  # the interpreter: fp64 products rounded once, as the tensor cores' exact products give
-            k = k.to(tl.float32)  # the same scores in the forward and the backward's transposed product
-            qk = tl.dot(q.to(tl.float64), tl.trans(k).to(tl.float64)).to(tl.float32)
+        if UPCAST:  # the interpreter's variant (see INTERP_FWD)
+            k = k.to(tl.float32)
+            qk = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
             qk = tl.dot(q, tl.trans(k))
         if SOFTCAP:

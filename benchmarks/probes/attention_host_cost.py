@@ -1,0 +1,144 @@
+"""Probe (H200): what a call of attention costs the host, beside what it costs the GPU, at a short sequence
+(B=32 H=16 S=512 D=128 bf16, where the sweep of 2026-12-04 put the CuTe DSL forward at 174 TFLOP/s against
+FA4's 454) and at the headline shape (B=2 H=16 S=8192).
+
+Per implementation (ours: Triton, CuTe DSL; peers: FA4, cuDNN SDPA): host microseconds a call (N calls
+issued back to back with no synchronisation, after warm-up; the GPU drains after) and do_bench's median;
+for the CuTe forward also its parts: building the kernel's arguments (from_dlpack of seven tensors, the
+scalars) and the compiled kernel's call alone; and where the CuTe op's host time goes (cProfile of the
+forward and of forward+backward at the short shape: the functions of most own time). Writes
+attention_host_cost.json ($OUT or benchmarks/results).
+
+  source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_host_cost.py
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from benchmarks.common import median_ms, write_result  # noqa: E402
+
+SHAPES = [(32, 512, 16, 128), (2, 8192, 16, 128)]
+CALLS = 200
+
+
+def host_us(call, calls: int = CALLS) -> float:
+    """Host microseconds a call: `calls` calls back to back, timed on the host, then one synchronisation."""
+    for _ in range(10):
+        call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    host = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return host / calls * 1e6
+
+
+def _impls(q, k, v):
+    from kernelagent.kernels.attention import cute as ac
+    from kernelagent.kernels.attention import triton as tri
+    out = {"triton": lambda: tri.attention(q, k, v), "cute": lambda: ac.attention(q, k, v)}
+    try:
+        from flash_attn.cute import flash_attn_func
+        out["fa4"] = lambda: flash_attn_func(q, k, v)
+    except ImportError:
+        pass
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+
+    def cudnn():
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(qt, kt, vt)
+    out["cudnn"] = cudnn
+    return out
+
+
+def _cute_parts(q, k, v) -> dict:
+    """The CuTe forward's host work in parts: its arguments built, then the compiled kernel called alone."""
+    from kernelagent.kernels.attention import cute as ac
+    ac.attention_forward(q, k, v, q.shape[-1] ** -0.5, None, (None, None))
+    out, lse, stats = torch.empty_like(q), *(torch.empty(n, dtype=torch.float32, device=q.device)
+                                              for n in ((q.shape[0], q.shape[2], q.shape[1]),
+                                                        (2, q.shape[0], q.shape[2], q.shape[1])))
+
+    def args():
+        return [ac._to_cute(q), ac._to_cute(k), ac._to_cute(v), ac._to_cute(out), ac._to_cute(lse, 4),
+                ac._to_cute(stats[0], 4), ac._to_cute(stats[1], 4), ac.Float32(1.0), ac.Float32(1.0),
+                ac.Float32(1.0), ac.Int32(0), ac.Int32(0)]
+    compiled = next(c for key, c in ac._CACHE.items() if key[0] == q.dtype and key[1] == q.shape[-1])
+    built, stream = args(), ac._stream(q)
+    return {"arguments_us": host_us(args), "compiled_call_us": host_us(lambda: compiled(*built, stream)),
+            "attention_forward_us": host_us(lambda: ac.attention_forward(q, k, v, 0.1, None, (None, None)))}
+
+
+def _shape(b: int, s: int, h: int, d: int) -> dict:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, s, h, d, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    row: dict = {"b": b, "s": s, "h": h, "d": d, "impls": {}}
+    for name, call in _impls(q, k, v).items():
+        try:
+            row["impls"][name] = {"host_us": host_us(call), "do_bench_ms": median_ms(call)}
+        except Exception as e:  # noqa: BLE001 - a peer that fails is a note
+            row["impls"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    row["cute_parts"] = _cute_parts(q, k, v)
+    return row
+
+
+def _profile(call, calls: int = 100, top: int = 30) -> str:
+    """cProfile of `calls` calls after warm-up: the `top` functions by own time, as pstats prints them."""
+    for _ in range(10):
+        call()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        call()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
+
+
+def _profiles() -> dict:
+    """The CuTe op at the short shape: the forward, and forward+backward, profiled on the host."""
+    from kernelagent.kernels.attention import cute as ac
+    b, s, h, d = SHAPES[0]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, s, h, d, generator=gen, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    do = torch.randn_like(q)
+
+    def fwd_bwd():
+        ac.attention(q, k, v).backward(do)
+    with torch.no_grad():
+        forward = _profile(lambda: ac.attention(q, k, v))
+    return {"forward": forward, "forward_backward_us": host_us(fwd_bwd), "forward_backward": _profile(fwd_bwd)}
+
+
+def main() -> int:
+    rows = []
+    for shape in SHAPES:
+        rows.append(_shape(*shape))
+        print(rows[-1], flush=True)
+        write_result("attention_host_cost", {"calls": CALLS, "rows": rows})
+    profiles = _profiles()
+    print(profiles["forward"][:6000], profiles["forward_backward"][:6000], sep="\n", flush=True)
+    write_result("attention_host_cost", {"calls": CALLS, "rows": rows, "cute_profiles": profiles})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
