@@ -1557,7 +1557,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
         self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
         # dq_together (private only): every pass of dQ's part issued before the first is stored, each stored
-        # as it completes (one wait per pass on its own GEMM, not on all of them in turn)
+        # as it completes. Slower on the H200: 7.36 ms against 6.32 at d128, causal 4.04 against 3.44
+        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused.json)
         self.dq_together = dq_together
         self.pass_n = min(64, head_dim)
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
