@@ -1546,7 +1546,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, dq_together: bool = False):
+                 rotate: bool = False, private_dq: bool = True):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1556,10 +1556,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # rotate (the interior query blocks rotated by the key block). On the H200 private 6.26 ms, shared
         # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
         self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
-        # dq_together (private only): every pass of dQ's part issued before the first is stored, each stored
-        # as it completes. Slower on the H200: 7.36 ms against 6.32 at d128, causal 4.04 against 3.44
-        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused.json)
-        self.dq_together = dq_together
         self.pass_n = min(64, head_dim)
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
@@ -1843,7 +1839,16 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
         acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
         _gemm(ctx["rs"], acc_rs, ctx["tPrDS"], ctx["tPrOnes"], True)
-        self._dq_passes(ctx, t)
+        sdQ = ctx["sdQ"]  # each pass stored before the next is issued (all issued first was slower: 7.36 ms
+        for p in cutlass.range_constexpr(self.d // self.pass_n):  # against 6.32 at d128, 2026-12-04-h200)
+            acc = cute.make_rmem_tensor(ctx["p_shape"], Float32)
+            _gemm(ctx["dq"], acc, ctx["tPrDSq"], ctx["tPrK"][p], True)
+            warpgroup.wait_group(0)
+            groups = cute.size(acc) // 4
+            src = cute.make_tensor(acc.iterator, cute.make_layout((4, groups), stride=(1, 4)))
+            dst = cute.make_tensor(sdQ.iterator + p * groups * 4 * WG + t * 4,
+                                   cute.make_layout((4, groups), stride=(1, 4 * WG)))
+            cute.autovec_copy(src, dst)
         pipe_q.consumer_release(state)
         pipe_do.consumer_release(state)
         cute.arch.fence_view_async_shared()
@@ -1851,7 +1856,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         mAcc, mRS, _ = ctx["acc_out"]
         if t == 0:
             _bulk_add_f32(mAcc[None, None, head, ctx["batch"]].iterator + m_block * self.tile_m * self.d,
-                          ctx["sdQ"].iterator, self.tile_m * self.d * 4)
+                          sdQ.iterator, self.tile_m * self.d * 4)
             cute.arch.cp_async_bulk_commit_group()
         if ctx["tidx"] % 4 == 0:
             rs = mRS[None, head, ctx["batch"]]
@@ -1861,34 +1866,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed", scope="gpu")
         state.advance()
         return state, step + 1
-
-    @cute.jit
-    def _dq_passes(self, ctx, t: Int32):
-        """dQ's part over this warpgroup's keys, pass by pass (64 columns each), to sdQ in fragment order:
-        each pass waited for and stored before the next is issued, or (dq_together) all issued first."""
-        passes = self.d // self.pass_n
-        if const_expr(self.dq_together):
-            accs = [cute.make_rmem_tensor(ctx["p_shape"], Float32) for _ in range(passes)]
-            for p in cutlass.range_constexpr(passes):
-                _gemm(ctx["dq"], accs[p], ctx["tPrDSq"], ctx["tPrK"][p], True)
-            for p in cutlass.range_constexpr(passes):
-                warpgroup.wait_group(passes - 1 - p)
-                self._store_pass(ctx, accs[p], p, t)
-        else:
-            for p in cutlass.range_constexpr(passes):
-                acc = cute.make_rmem_tensor(ctx["p_shape"], Float32)
-                _gemm(ctx["dq"], acc, ctx["tPrDSq"], ctx["tPrK"][p], True)
-                warpgroup.wait_group(0)
-                self._store_pass(ctx, acc, p, t)
-
-    @cute.jit
-    def _store_pass(self, ctx, acc: cute.Tensor, p: cutlass.Constexpr, t: Int32):
-        """One pass of dQ's part to sdQ: thread t's 4-value group j at (j * 128 + t) * 4 within the pass."""
-        groups = cute.size(acc) // 4
-        src = cute.make_tensor(acc.iterator, cute.make_layout((4, groups), stride=(1, 4)))
-        dst = cute.make_tensor(ctx["sdQ"].iterator + p * groups * 4 * WG + t * 4,
-                               cute.make_layout((4, groups), stride=(1, 4 * WG)))
-        cute.autovec_copy(src, dst)
 
     @cute.jit
     def _fused_probs(self, ctx, acc_S: cute.Tensor, m_block: Int32, head: Int32, stage: Int32,
