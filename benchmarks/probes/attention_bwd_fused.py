@@ -2,15 +2,15 @@
 fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one (dK/dV, then dQ: seven
 GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
 (relative L2), each backward and the forward + backward through the autograd op timed with
-triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (VARIANTS:
-the shared-dQ schedule; at D=128 also with dK's GEMM before dQ's, with rotated query blocks), each timed
-with its dQ against the split's (the run of 2026-12-04 timed instead, at both head dims, dQ's passes all
-issued before the first is stored: option `dq_together` of commit f3a923d, removed after as slower). Also
-dQ's error against float64 where the keys sit far from 0 (k + 60: the case the
-centring is for), both backwards. Writes attention_bwd_fused.json (benchmarks.common.write_result: $OUT
-or benchmarks/results). KA_PROBE_D=128 limits the head dims.
+triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (GROUPS,
+KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work and dQ's parts added from
+registers; "shared", the shared-dQ schedule), each timed with its dQ against the split's (the run of
+2026-12-04 in the sixteenth session timed instead dQ's passes all issued before the first is stored: option
+`dq_together` of commit f3a923d, removed after as slower). Also dQ's error against float64 where the keys
+sit far from 0 (k + 60: the case the centring is for), both backwards. Writes attention_bwd_fused.json
+(benchmarks.common.write_result: $OUT or benchmarks/results). KA_PROBE_D=128 limits the head dims.
 
-  source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_bwd_fused.py
+  source .carry/setup.sh && PYTHONPATH=$PWD KA_PROBE_VARIANTS=ablations python3 benchmarks/probes/attention_bwd_fused.py
 """
 
 from __future__ import annotations
@@ -33,12 +33,25 @@ from kernelagent.kernels.attention.reference import attention_reference  # noqa:
 
 B, S, H = 2, 8192, 16
 FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
-# the fused kernel's other settings (FlashBwdFusedSm90's options), each stated in full. (In the run of
-# 2026-12-03 the fused default was the shared schedule and private_dq a variant: its file's fused_bwd
-# is "shared_dq" here, its "private_dq_parts" today's default, its "dk_before_dq" and
-# "rotated_query_blocks" the two shared variants below)
-VARIANTS = [("shared_dq", {"private_dq": False}), ("shared_dq_dk_before_dq", {"private_dq": False, "dq_first": False}),
-            ("shared_dq_rotated_query_blocks", {"private_dq": False, "rotate": True})]
+# the fused kernel's other settings (FlashBwdFusedSm90's options), each stated in full, in groups (KA_PROBE_VARIANTS
+# names one; at D=64 only its first `d64` run). "ablate" options time the kernel without a part of its work (dQ
+# then wrong): where its time goes. (In the run of 2026-12-03 the fused default was the shared schedule and
+# private_dq a variant: its file's fused_bwd is "shared_dq" here, its "private_dq_parts" today's default.)
+GROUPS = {
+    "ablations": (3, [
+        ("dq_global", {"dq_red": "global"}), ("dq_global_3_stages", {"dq_red": "global", "stages": 3}),
+        ("dq_global_3_stages_single_pass", {"dq_red": "global", "stages": 3, "dq_pass": 128}),
+        ("ablate_best", {"ablate": ("best",)}), ("ablate_rowsum", {"ablate": ("rowsum",)}),
+        ("ablate_best_rowsum", {"ablate": ("best", "rowsum")}), ("ablate_reduce", {"ablate": ("reduce",)}),
+        ("ablate_dq", {"ablate": ("dq",)}), ("dq_global_ablate_reduce", {"dq_red": "global", "ablate": ("reduce",)}),
+        ("dq_global_3_stages_ablate_best_rowsum", {"dq_red": "global", "stages": 3, "ablate": ("best", "rowsum")})]),
+    "shared": (1, [
+        ("shared_dq", {"private_dq": False}), ("shared_dq_late_wait", {"private_dq": False, "late_wait": True}),
+        ("shared_dq_late_wait_ablate_best", {"private_dq": False, "late_wait": True, "ablate": ("best",)}),
+        ("shared_dq_late_wait_ablate_best_rowsum", {"private_dq": False, "late_wait": True,
+                                                    "ablate": ("best", "rowsum")})]),
+}
+D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), after a first (compiling) "
           "call; backward TFLOP/s count 2.5x the forward's FLOPs, forward+backward 3.5x (FlashAttention's count)")
@@ -80,7 +93,7 @@ def _case(d: int, causal: bool) -> dict:
     times = {"split_bwd": _ms(lambda: _backward(False, *args)), "fused_bwd": _ms(lambda: _backward(True, *args)),
              "fwd": _ms(lambda: ac.attention_forward(q, k, v, scale, None, window)),
              "split_fwd_bwd": _ms(lambda: _with(False, fwd_bwd)), "fused_fwd_bwd": _ms(lambda: _with(True, fwd_bwd))}
-    row["variants"] = _variants(args, split, VARIANTS if d == 128 else VARIANTS[:1])
+    row["variants"] = _variants(args, split, VARIANTS if d == 128 else VARIANTS[:D64_COUNT])
     flops = FWD_FLOPS * d / (2 if causal else 1)
     row["ms"] = times
     row["tflops"] = {"split_bwd": 2.5 * flops / times["split_bwd"] / 1e9,

@@ -128,15 +128,54 @@ def _profiles() -> dict:
     return {"forward": forward, "forward_backward_us": host_us(fwd_bwd), "forward_backward": _profile(fwd_bwd)}
 
 
+def _backward_parts() -> dict:
+    """The CuTe op's host time at the short shape by path and by part: forward and forward+backward through
+    the custom op (`attention`) and through the autograd.Function ModelNew uses (no op dispatcher); the
+    backward called directly, and its parts (statistics table, dQ buffers, fused kernel with its arguments,
+    the rest: the dQ post-pass and the checks)."""
+    from kernelagent.kernels.attention import cute as ac
+    b, s, h, d = SHAPES[0]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = (torch.randn(b, s, h, d, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    scale, window = d ** -0.5, (None, None)
+    out, _, stats = ac.attention_forward(q, k, v, scale, None, window)
+    tab = ac._stats_table(do, out, stats, None)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    acc, rs, best = ac.fused_buffers(q, tab)
+
+    def op_fwd_bwd():
+        ac.attention(*leaves).backward(do)
+
+    def function_fwd_bwd():
+        ac._AttentionFunction.apply(*leaves, scale, None, window).backward(do)
+    with torch.no_grad():
+        parts = {"op_forward_us": host_us(lambda: ac.attention(q, k, v)),
+                 "function_forward_us": host_us(lambda: ac._AttentionFunction.apply(q, k, v, scale, None, window))}
+    parts.update({
+        "op_forward_backward_us": host_us(op_fwd_bwd), "function_forward_backward_us": host_us(function_fwd_bwd),
+        "attention_backward_us": host_us(lambda: ac.attention_backward(do, q, k, v, out, stats, None, scale, None,
+                                                                       window)),
+        "stats_table_us": host_us(lambda: ac._stats_table(do, out, stats, None)),
+        "fused_buffers_us": host_us(lambda: ac.fused_buffers(q, tab)),
+        "fused_kernel_us": host_us(lambda: ac.fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale, window)),
+        "fused_backward_us": host_us(lambda: ac.fused_backward(q, k, v, do, tab, dq, dk, dv, scale, window))})
+    return parts
+
+
 def main() -> int:
     rows = []
     for shape in SHAPES:
         rows.append(_shape(*shape))
         print(rows[-1], flush=True)
         write_result("attention_host_cost", {"calls": CALLS, "rows": rows})
+    parts = _backward_parts()
+    print(parts, flush=True)
+    write_result("attention_host_cost", {"calls": CALLS, "rows": rows, "cute_paths_and_parts": parts})
     profiles = _profiles()
     print(profiles["forward"][:6000], profiles["forward_backward"][:6000], sep="\n", flush=True)
-    write_result("attention_host_cost", {"calls": CALLS, "rows": rows, "cute_profiles": profiles})
+    write_result("attention_host_cost", {"calls": CALLS, "rows": rows, "cute_paths_and_parts": parts,
+                                         "cute_profiles": profiles})
     return 0
 
 
