@@ -3,10 +3,10 @@ fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one
 GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
 (relative L2), each backward and the forward + backward through the autograd op timed with
 triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (GROUPS,
-KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work and dQ's parts added from
-registers; "shared", the shared-dQ schedule), each timed with its dQ against the split's (the run of
-2026-12-04 in the sixteenth session timed instead dQ's passes all issued before the first is stored: option
-`dq_together` of commit f3a923d, removed after as slower). Also dQ's error against float64 where the keys
+KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work (dQ's parts added from
+registers too in commit da2c159); "shared", the shared-dQ schedule), each timed with its dQ against the split's
+(options tried and removed as slower: `dq_together` of commit f3a923d, dQ's passes all issued before the first
+is stored; `dq_red="global"` and `late_wait` of commit da2c159). Also dQ's error against float64 where the keys
 sit far from 0 (k + 60: the case the centring is for), both backwards. Writes attention_bwd_fused.json
 (benchmarks.common.write_result: $OUT or benchmarks/results). KA_PROBE_D=128 limits the head dims.
 
@@ -38,18 +38,13 @@ FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
 # then wrong): where its time goes. (In the run of 2026-12-03 the fused default was the shared schedule and
 # private_dq a variant: its file's fused_bwd is "shared_dq" here, its "private_dq_parts" today's default.)
 GROUPS = {
-    "ablations": (3, [
-        ("dq_global", {"dq_red": "global"}), ("dq_global_3_stages", {"dq_red": "global", "stages": 3}),
-        ("dq_global_3_stages_single_pass", {"dq_red": "global", "stages": 3, "dq_pass": 128}),
+    "ablations": (0, [
         ("ablate_best", {"ablate": ("best",)}), ("ablate_rowsum", {"ablate": ("rowsum",)}),
         ("ablate_best_rowsum", {"ablate": ("best", "rowsum")}), ("ablate_reduce", {"ablate": ("reduce",)}),
-        ("ablate_dq", {"ablate": ("dq",)}), ("dq_global_ablate_reduce", {"dq_red": "global", "ablate": ("reduce",)}),
-        ("dq_global_3_stages_ablate_best_rowsum", {"dq_red": "global", "stages": 3, "ablate": ("best", "rowsum")})]),
+        ("ablate_dq", {"ablate": ("dq",)})]),
     "shared": (1, [
-        ("shared_dq", {"private_dq": False}), ("shared_dq_late_wait", {"private_dq": False, "late_wait": True}),
-        ("shared_dq_late_wait_ablate_best", {"private_dq": False, "late_wait": True, "ablate": ("best",)}),
-        ("shared_dq_late_wait_ablate_best_rowsum", {"private_dq": False, "late_wait": True,
-                                                    "ablate": ("best", "rowsum")})]),
+        ("shared_dq", {"private_dq": False}), ("shared_dq_ablate_best", {"private_dq": False, "ablate": ("best",)}),
+        ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]

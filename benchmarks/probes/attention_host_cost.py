@@ -130,7 +130,8 @@ def _profiles() -> dict:
 
 def _backward_parts() -> dict:
     """The CuTe op's host time at the short shape by path and by part: forward and forward+backward through
-    the custom op (`attention`) and through the autograd.Function ModelNew uses (no op dispatcher); the
+    the custom op, through `attention` (in eager mode on the GPU: _EagerAttention since the seventeenth
+    session, no op dispatcher; the op before) and through the autograd.Function ModelNew uses; the
     backward called directly, and its parts (statistics table, dQ buffers, fused kernel with its arguments,
     the rest: the dQ post-pass and the checks)."""
     from kernelagent.kernels.attention import cute as ac
@@ -145,15 +146,20 @@ def _backward_parts() -> dict:
     acc, rs, best = ac.fused_buffers(q, tab)
 
     def op_fwd_bwd():
+        ac.attention_cute_fwd(*leaves, scale, None, None, None)[0].backward(do)
+
+    def attention_fwd_bwd():
         ac.attention(*leaves).backward(do)
 
     def function_fwd_bwd():
         ac._AttentionFunction.apply(*leaves, scale, None, window).backward(do)
     with torch.no_grad():
-        parts = {"op_forward_us": host_us(lambda: ac.attention(q, k, v)),
+        parts = {"op_forward_us": host_us(lambda: ac.attention_cute_fwd(q, k, v, scale, None, None, None)),
+                 "attention_forward_us": host_us(lambda: ac.attention(q, k, v)),
                  "function_forward_us": host_us(lambda: ac._AttentionFunction.apply(q, k, v, scale, None, window))}
     parts.update({
-        "op_forward_backward_us": host_us(op_fwd_bwd), "function_forward_backward_us": host_us(function_fwd_bwd),
+        "op_forward_backward_us": host_us(op_fwd_bwd), "attention_forward_backward_us": host_us(attention_fwd_bwd),
+        "function_forward_backward_us": host_us(function_fwd_bwd),
         "attention_backward_us": host_us(lambda: ac.attention_backward(do, q, k, v, out, stats, None, scale, None,
                                                                        window)),
         "stats_table_us": host_us(lambda: ac._stats_table(do, out, stats, None)),

@@ -272,6 +272,33 @@ def test_lse_and_its_gradient(name):
     assert zs[2].grad is None and not ys[2].grad.any()  # lse does not depend on v
 
 
+def test_cute_eager_path_matches_the_custom_op(monkeypatch):
+    """`attention` in eager mode on the GPU runs the CuTe kernels without the op dispatcher
+    (_EagerAttention): out and lse identical to the custom op's, gradients through both (dq summed in a
+    varying order by the fused backward: to 1e-3), and the op itself not called."""
+    ac = backend("cute")
+    xs = inputs(2, 300, 300, 4, 2, 128, BF16, seed=6)
+    g = torch.randn_like(xs[0])
+    gl = torch.randn(2, 4, 300, device="cuda")
+
+    def grads(call):
+        ys = [x.clone().requires_grad_() for x in xs]
+        out, lse = call(*ys)
+        ((out.float() * g).sum() + (lse * gl).sum()).backward()
+        return out.detach(), lse.detach(), [y.grad for y in ys]
+
+    op = grads(lambda q, k, v: ac.attention_cute_fwd(q, k, v, 128 ** -0.5, None, None, 0)[:2])
+    calls = []
+    real = ac.attention_cute_fwd
+    monkeypatch.setattr(torch.ops.kernelagent, "attention_cute_fwd",
+                        lambda *a, **kw: calls.append(a) or real(*a, **kw), raising=False)
+    eager = grads(lambda q, k, v: ac.attention(q, k, v, causal=True, return_lse=True))
+    assert not calls, "eager attention on the GPU went through the op dispatcher"
+    assert torch.equal(eager[0], op[0]) and torch.equal(eager[1], op[1])
+    for a, b in zip(eager[2], op[2], strict=True):
+        assert rel(a, b) < 1e-3
+
+
 @pytest.mark.parametrize("name", ["triton", "cute"])
 def test_torch_compile_inductor_forward_and_backward(name):
     mod = backend(name)

@@ -807,16 +807,6 @@ def _bulk_add_f32(gmem_ptr: cute.Pointer, smem_ptr: cute.Pointer, size_bytes: in
         has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
-@dsl_user_op
-def _red_add_v2_f32(gmem_ptr: cute.Pointer, a: Float32, b: Float32, *, loc=None, ip=None) -> None:
-    """Add two fp32 values to two neighbouring fp32 in global memory (one red.global.add.v2.f32: sm_90;
-    the address 8-byte aligned)."""
-    llvm.inline_asm(
-        None, [gmem_ptr.llvm_ptr, Float32(a).ir_value(loc=loc, ip=ip), Float32(b).ir_value(loc=loc, ip=ip)],
-        "red.relaxed.gpu.global.add.v2.f32 [$0], {$1, $2};", "l,f,f",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-
-
 # -------------------------------------------------------------------------------- forward kernel
 
 
@@ -1556,8 +1546,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, dq_pass: int = 64, dq_red: str = "bulk",
-                 late_wait: bool = False, ablate: tuple = ()):
+                 rotate: bool = False, private_dq: bool = True, ablate: tuple = ()):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1567,14 +1556,10 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # rotate (the interior query blocks rotated by the key block). On the H200 private 6.26 ms, shared
         # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
         self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
-        self.late_wait = late_wait  # shared dQ: the wait for the last bulk read just before this step's store
-        self.pass_n = min(dq_pass, head_dim)  # private dQ: columns of one GEMM pass (its part stored after each)
-        # private dQ's parts to global memory: "bulk" (through shared memory, one bulk reduction a step) or
-        # "global" (from registers, a red.global.add.v2.f32 per two values; no shared memory for them)
-        assert dq_red in ("bulk", "global") and (dq_red == "bulk" or private_dq), dq_red
-        self.dq_red = dq_red
-        per_wg = tile_m * head_dim // (1 if private_dq else self.num_wg)
-        self.sdq_per_wg = per_wg if dq_red == "bulk" else 4 * WG  # floats of a warpgroup's dQ part buffer
+        # private dQ: columns of one GEMM pass, its part stored after each (parts added from registers by
+        # red.global.add.v2.f32 instead of one bulk reduction from shared memory were slower: 9.43 ms against
+        # 6.21, benchmarks/results/2026-12-04-h200/attention_bwd_fused_ablations.json)
+        self.pass_n = min(64, head_dim)
         # timing ablations for benchmarks/probes/attention_bwd_fused.py (wrong dQ; never in the op): "best"
         # drops the best-key search, "rowsum" the rounded dS's row sums, "reduce" dQ's reductions, "dq" dQ
         self.ablate = frozenset(ablate)
@@ -1606,7 +1591,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         sOnes_layout = _smem_layout(self.dtype, ONES_N, self.tile_n, None)
         # dQ's part, per math warpgroup: thread t's 4-value group j at (j * 128 + t) * 4 (conflict-free
         # 16-byte stores; _dq_post_kernel reads this order back)
-        per_wg = self.sdq_per_wg
+        per_wg = self.tile_m * self.d // (1 if self.private_dq else self.num_wg)
         sdQ_layout = cute.make_layout(((4, WG), per_wg // (4 * WG), self.num_wg), stride=((1, 4), 4 * WG, per_wg))
         (sK_layout, sQ_layout, sT_layout), (tma_q, tma_k, tma_v, tma_do, tma_t), (tQ, tK, tV, tDO, tT) = \
             self._loads(mQ, mK, mV, mDO, mTab)
@@ -1731,8 +1716,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             ctx["tPrK"] = [wg_p.make_fragment_B(wg_p.partition_B(cute.local_tile(
                 _transpose_view(sK), (self.pass_n, 64), (p, wg)))) for p in range(self.d // self.pass_n)]
             ctx["p_shape"] = wg_p.partition_shape_C((self.tile_m, self.pass_n))
-            ctx["p_crd"] = tiled_mma_dq.get_slice(tidx % WG).partition_C(
-                cute.make_identity_tensor((self.tile_m, self.pass_n)))
         ctx["acc_dK"].fill(0.0)
         ctx["acc_dV"].fill(0.0)
         for i in cutlass.range_constexpr(ONES_N * self.tile_n // (self.num_wg * WG)):
@@ -1759,9 +1742,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                                                   False)
                 for i in cutlass.range(m_hi - f_hi, unroll=1):  # cut by the left window edge
                     state, step = self.fused_step(ctx, f_hi + i, head, state, step, True)
-        if const_expr(self.dq_red == "bulk"):
-            if tidx % WG == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left shared memory
+        if tidx % WG == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left shared memory
         self.epilogue(tiled_mma_dkv, ctx["acc_dK"], ctx["acc_dV"], mDK, mDV, tidx, n_block, head_kv, batch,
                       seqlen_k, sm_scale)
 
@@ -1809,9 +1791,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                   ctx["tDrQt"][None, None, None, state.index], False)
             warpgroup.wait_group(0)  # P^T and dS^T leave registers before dQ's accumulator arrives
         cute.arch.fence_view_async_shared()
-        if const_expr(not self.late_wait):
-            if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ
-                cute.arch.cp_async_bulk_wait_group(0, read=True)
+        if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ (waited next to the store instead, by
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # each warpgroup: 6.35 ms against 6.19, call 4)
         cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
         acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
         _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
@@ -1885,19 +1866,13 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             state.advance()
             return state, step + 1
         cute.arch.fence_view_async_shared()
-        if const_expr(self.dq_red == "bulk"):
-            if t == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left sdQ
+        if t == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left sdQ
         cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
         acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
         if const_expr("rowsum" not in self.ablate):
             _gemm(ctx["rs"], acc_rs, ctx["tPrDS"], ctx["tPrOnes"], True)
-        if const_expr(self.dq_red == "global"):
-            self._dq_to_global(ctx, m_block, head)
-            pipe_q.consumer_release(state)
-            pipe_do.consumer_release(state)
-        else:
-            self._dq_bulk(ctx, m_block, head, state)
+        self._dq_bulk(ctx, m_block, head, state)
         self._add_row_sums(ctx, acc_rs, m_block, head)
         state.advance()
         return state, step + 1
@@ -1927,22 +1902,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 _bulk_add_f32(mAcc[None, None, head, ctx["batch"]].iterator + m_block * self.tile_m * self.d,
                               sdQ.iterator, self.tile_m * self.d * 4)
                 cute.arch.cp_async_bulk_commit_group()
-
-    @cute.jit
-    def _dq_to_global(self, ctx, m_block: Int32, head: Int32):
-        """dQ's part added straight from registers: each pass's GEMM, then a red.global.add.v2.f32 for
-        each two neighbouring columns of a row (a wgmma accumulator's first mode), into the accumulator's
-        rows in their natural order (no shared memory, no bulk group to wait for)."""
-        crd = ctx["p_crd"]
-        base = ctx["acc_out"][0][None, None, head, ctx["batch"]].iterator + m_block * self.tile_m * self.d
-        for p in cutlass.range_constexpr(self.d // self.pass_n):
-            acc = cute.make_rmem_tensor(ctx["p_shape"], Float32)
-            _gemm(ctx["dq"], acc, ctx["tPrDSq"], ctx["tPrK"][p], True)
-            warpgroup.wait_group(0)
-            if const_expr("reduce" not in self.ablate):
-                for i in cutlass.range_constexpr(cute.size(acc) // 2):
-                    row, col = crd[2 * i]
-                    _red_add_v2_f32(base + row * self.d + p * self.pass_n + col, acc[2 * i], acc[2 * i + 1])
 
     @cute.jit
     def _fused_probs(self, ctx, acc_S: cute.Tensor, m_block: Int32, head: Int32, stage: Int32,
@@ -1990,10 +1949,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         src = cute.make_tensor(acc_dQ.iterator, cute.make_layout((4, groups), stride=(1, 4)))
         sdQ = ctx["sdQ"]
         dst = cute.make_tensor(sdQ.iterator + t * 4, cute.make_layout((4, groups), stride=(1, 4 * WG)))
-        if const_expr(self.late_wait):  # the last step's part has left sdQ: waited here, by this warpgroup only
-            if t == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
         cute.autovec_copy(src, dst)
         cute.arch.fence_view_async_shared()
         cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
@@ -2486,14 +2441,12 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
     ok = rows < seqlen_q
     at = bh.to(tl.int64) * s_pad + rows
     mask = ok[:, None] & (cols[None, :] < HEAD_D)
-    if REGION == 0:  # rows in their natural order (the kernel's parts added from registers)
-        acc = tl.load(ACC + at[:, None] * HEAD_D + cols[None, :], mask=mask, other=0.0)
-    else:  # the kernel's order within a (64-row block, REGION columns) chunk: FlashBwdFusedSm90._dq_bulk
-        part, cc, rr = cols // REGION, (cols % REGION)[None, :], (rows % 64)[:, None]
-        t = 32 * (rr // 16) + 4 * (rr % 8) + (cc % 8) // 2  # the thread of its warpgroup, then its value
-        pos = ((cc // 8) * 128 + t) * 4 + 2 * ((rr % 16) // 8) + cc % 2
-        chunk = (bh.to(tl.int64) * s_pad + rows - rows % 64)[:, None] * HEAD_D + (part * 64 * REGION)[None, :]
-        acc = tl.load(ACC + chunk + pos, mask=mask, other=0.0)
+    # the kernel's order within a (64-row block, REGION columns) chunk: FlashBwdFusedSm90._dq_bulk / _reduce_dq
+    part, cc, rr = cols // REGION, (cols % REGION)[None, :], (rows % 64)[:, None]
+    t = 32 * (rr // 16) + 4 * (rr % 8) + (cc % 8) // 2  # the thread of its warpgroup, then its value
+    pos = ((cc // 8) * 128 + t) * 4 + 2 * ((rr % 16) // 8) + cc % 2
+    chunk = (bh.to(tl.int64) * s_pad + rows - rows % 64)[:, None] * HEAD_D + (part * 64 * REGION)[None, :]
+    acc = tl.load(ACC + chunk + pos, mask=mask, other=0.0)
     rs = tl.load(RS + at, mask=ok, other=0.0)
     tab = TAB + bh.to(tl.int64) * 4 * s_pad + rows
     l2 = tl.load(tab + s_pad, mask=ok, other=float("inf"))
@@ -2525,11 +2478,8 @@ def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
 
 def _dq_region(d: int) -> int:
     """Columns of dQ one fragment-ordered region of the accumulator holds: a warpgroup's half of the head
-    dim, or with private parts one GEMM pass (dq_pass columns)."""
-    tiles = _fused_tiles(d)
-    if tiles.get("dq_red") == "global":
-        return 0  # natural order
-    return min(tiles.get("dq_pass", 64), d) if tiles["private_dq"] else d // 2
+    dim, or with private parts a pass of 64 columns."""
+    return min(64, d) if _fused_tiles(d)["private_dq"] else d // 2
 
 
 def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -2692,8 +2642,35 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     left, right = _window(causal, window)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     cap = None if softcap is None or softcap == 0 else float(softcap)
-    out, lse, _ = torch.ops.kernelagent.attention_cute_fwd(q, k, v, scale, cap, left, right)
+    if q.is_cuda and not torch.compiler.is_compiling():  # eager on the GPU: the same calls, no dispatcher
+        out, lse, _ = _EagerAttention.apply(q, k, v, scale, cap, left, right)
+    else:
+        out, lse, _ = torch.ops.kernelagent.attention_cute_fwd(q, k, v, scale, cap, left, right)
     return (out, lse) if return_lse else out
+
+
+class _EagerAttention(torch.autograd.Function):
+    """What the custom op attention_cute_fwd computes on the GPU, forward and backward, without the op
+    dispatcher: `attention` takes it in eager mode on the GPU, the op under torch.compile (and for meta or
+    CPU tensors). The dispatcher cost the host 197 against 163 µs a forward and 1327 against 1060 µs a
+    forward+backward at (32, 512, 16, 128) (benchmarks/results/2026-12-04-h200/attention_host_cost_parts.json)."""
+
+    @staticmethod
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, softcap: float | None,
+                left: int | None, right: int | None):
+        out, lse, stats = attention_forward(q, k, v, scale, softcap, (left, right))
+        ctx.save_for_backward(q, k, v, out, stats)
+        ctx.options = (scale, softcap, (left, right))
+        ctx.set_materialize_grads(False)
+        ctx.mark_non_differentiable(stats)
+        return out, lse, stats
+
+    @staticmethod
+    def backward(ctx, dout, dlse, _dstats):
+        q, k, v, out, stats = ctx.saved_tensors
+        dout = torch.zeros_like(out) if dout is None else dout
+        dq, dk, dv = _backward_any(dout, q, k, v, out, stats, dlse, *ctx.options)
+        return dq, dk, dv, None, None, None, None
 
 
 # -------------------------------------------------------------------------------------- ModelNew

@@ -1040,6 +1040,40 @@ attention_fwd = _register("attention_fwd", _fwd_impl, _fwd_fake, _backward, _set
 attention_bwd = _register("attention_bwd", _bwd_impl, _bwd_fake)
 
 
+def _attention_fwd(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softcap: float | None,
+                   left: int | None, right: int | None):
+    """(out, lse, stats), differentiable: the custom op attention_fwd under torch.compile (and for meta
+    tensors, or CPU ones without the interpreter); in eager mode on the kernels the same calls without the
+    op dispatcher (_EagerAttention), which costs the host more than the launches at short sequences."""
+    on_kernels = q.is_cuda or (INTERPRETING and q.device.type == "cpu")  # not meta: the op's fake serves those
+    if on_kernels and not torch.compiler.is_compiling():
+        return _EagerAttention.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, left, right)
+    return torch.ops.kernelagent.attention_fwd(q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, left, right)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """What attention_fwd computes on the kernels (its _fwd_impl and, backward, _bwd_impl's launch), as an
+    autograd.Function: the same saved tensors and options (_setup), no dispatcher."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softcap: float | None,
+                left: int | None, right: int | None):
+        _check(q, k, v, cu_q is not None)
+        out, lse, stats = _fwd_launch(q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, (left, right))
+        _setup(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, left, right), (out, lse, stats))
+        ctx.mark_non_differentiable(stats)
+        return out, lse, stats
+
+    @staticmethod
+    def backward(ctx, dout, dlse, _dstats):
+        q, k, v, out, _, stats, cu_q, cu_k = ctx.saved_tensors
+        max_q, max_k, scale, softcap, left, right = ctx.options
+        dout = torch.zeros_like(out) if dout is None else dout
+        dq, dk, dv = _bwd_launch(dout, q, k, v, out, stats, dlse, cu_q, cu_k, max_q, max_k, scale, softcap,
+                                 (left, right))
+        return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
 # ---------------------------------------------------------------------------------- public API
 
 
@@ -1065,8 +1099,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     left, right = _window(causal, window)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     cap = None if softcap is None or softcap == 0 else float(softcap)
-    out, lse, _ = torch.ops.kernelagent.attention_fwd(q, k, v, None, None, q.shape[1], k.shape[1], scale, cap, left,
-                                                      right)
+    out, lse, _ = _attention_fwd(q, k, v, None, None, q.shape[1], k.shape[1], scale, cap, left, right)
     return (out, lse) if return_lse else out
 
 
@@ -1081,8 +1114,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     cap = None if softcap is None or softcap == 0 else float(softcap)
     cu_q, cu_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
-    out, lse, _ = torch.ops.kernelagent.attention_fwd(q, k, v, cu_q, cu_k, int(max_seqlen_q), int(max_seqlen_k),
-                                                      scale, cap, left, right)
+    out, lse, _ = _attention_fwd(q, k, v, cu_q, cu_k, int(max_seqlen_q), int(max_seqlen_k), scale, cap, left, right)
     return (out, lse) if return_lse else out
 
 
@@ -1125,8 +1157,8 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
     sq, sk = query.shape[2], key.shape[2]
     right = (sq - sk) if is_causal else None  # top-left causal: key j <= query i, i.e. j <= i + off + (sq - sk)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    out, _, _ = torch.ops.kernelagent.attention_fwd(query.transpose(1, 2), key.transpose(1, 2),
-                                                    value.transpose(1, 2), None, None, sq, sk, scale, None, None, right)
+    out, _, _ = _attention_fwd(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None, None, sq,
+                               sk, scale, None, None, right)
     return out.transpose(1, 2)
 
 
