@@ -1,7 +1,7 @@
 """Probe (H200): the fused CuTe DSL attention backward (one kernel, five GEMMs a step, dQ's parts added in
 fp32 across key blocks by bulk reductions, a dQ post-pass) against the split one (dK/dV, then dQ: seven
 GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe forward: gradients compared
-(relative L2), each backward and the forward + backward through the autograd op timed with
+(relative L2), each backward and the forward + backward through `attention` timed with
 triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (GROUPS,
 KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work (dQ's parts added from
 registers too in commit da2c159); "shared", the shared-dQ schedule), each timed with its dQ against the split's
