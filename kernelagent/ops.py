@@ -10,10 +10,11 @@ or CuTe DSL kernels), on CPU (plain torch in fp32), on meta and fake tensors and
 `torch.compile(fullgraph=True)`. The kernels work in fp32 and return the input's dtype.
 
 The backend is Triton unless `set_backend("cute")` or `set_backend("auto")` (CuTe DSL at the row
-lengths where it measured faster, AUTO_CUTE; both need nvidia-cutlass-dsl). The losses (`cross_entropy`,
-`linear_cross_entropy`, `CrossEntropyLoss`, `LinearCrossEntropyLoss`) and attention (`attention`,
-`attention_varlen`, `sdpa`) are loaded from their library folders on first use, so importing this module
-does not compile them.
+lengths where it measured faster, AUTO_CUTE; both need nvidia-cutlass-dsl). `attention` follows it too:
+under "cute" the CuTe DSL kernels wherever they take the call, under "auto" from ATTENTION_CUTE_MIN_KEYS keys
+up. The losses (`cross_entropy`, `linear_cross_entropy`, `CrossEntropyLoss`, `LinearCrossEntropyLoss`) and
+attention (`attention`, `attention_varlen`, `sdpa`: Triton) are loaded from their library folders on first
+use, so importing this module does not compile them.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ _LAZY = {"cross_entropy": ("cross_entropy", "cross_entropy"),
            "CrossEntropyLoss": ("cross_entropy", "CrossEntropyLoss"),
            "linear_cross_entropy": ("linear_cross_entropy", "linear_cross_entropy"),
            "LinearCrossEntropyLoss": ("linear_cross_entropy", "LinearCrossEntropyLoss"),
-         "attention": ("attention", "attention"), "attention_varlen": ("attention", "attention_varlen"),
-         "sdpa": ("attention", "sdpa")}
+         "attention_varlen": ("attention", "attention_varlen"), "sdpa": ("attention", "sdpa")}
+# attention's CuTe DSL kernels take (B, S, H, D) fp16/bf16 CUDA tensors of head dim 64 or 128. From 4096 keys up
+# they measured faster than the Triton ones in every case of benchmarks/attention_peers.py's sweep (head dims 64
+# and 128, causal and not, forward and forward+backward: benchmarks/results/2026-12-04-h200/attention_peers.json);
+# at 2048 the order depends on the case (causal d128 forward: Triton 347 TFLOP/s against 287), and below, both
+# are bound by the host.
+ATTENTION_CUTE_MIN_KEYS = 4096
 
 
 class BackendError(ValueError):
@@ -244,6 +250,25 @@ class LogSoftmax(nn.Module):
 # ----------------------------------------------------------------------------------- losses, attention
 
 
+def _attention_kernels(q: torch.Tensor, k: torch.Tensor) -> ModuleType:
+    """The attention module (kernels/attention/triton.py or cute.py) for this call under the current backend."""
+    backend = _STATE["backend"]
+    fits = (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and q.dim() == 4 and k.dim() == 4
+            and q.shape[-1] in (64, 128))
+    if fits and (backend == "cute" or (backend == "auto" and k.shape[1] >= ATTENTION_CUTE_MIN_KEYS)):
+        return importlib.import_module("kernelagent.kernels.attention.cute")
+    return importlib.import_module("kernelagent.kernels.attention.triton")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, scale: float | None = None,
+              softcap: float | None = None, window: tuple[int, int] | None = None, return_lse: bool = False):
+    """softmax(q k^T * scale) v for q (B, Sq, Hq, D), k, v (B, Sk, Hkv, D), differentiable (and lse with
+    return_lse): the library's attention (kernels/attention/card.md), by the Triton kernels or, as the
+    backend says, the CuTe DSL ones (same contract: bottom-right causal, window, softcap, GQA/MQA)."""
+    return _attention_kernels(q, k).attention(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window,
+                                              return_lse=return_lse)
+
+
 def __getattr__(name: str) -> Any:
     """The losses and attention, imported from their library folders on first use."""
     if name not in _LAZY:
@@ -260,5 +285,5 @@ def __getattr__(name: str) -> Any:
                          f"provide {attr} yet")
 
 
-__all__ = ["BACKENDS", "BackendError", "LayerNorm", "LogSoftmax", "RMSNorm", "Softmax", "get_backend", "layer_norm",
-           "log_softmax", "rms_norm", "rms_norm_add", "set_backend", "softmax", *_LAZY]
+__all__ = ["BACKENDS", "BackendError", "LayerNorm", "LogSoftmax", "RMSNorm", "Softmax", "attention", "get_backend",
+           "layer_norm", "log_softmax", "rms_norm", "rms_norm_add", "set_backend", "softmax", *_LAZY]

@@ -145,8 +145,13 @@ def test_losses_and_attention_load_on_first_use():
     from kernelagent.kernels.attention import triton as attention_triton
     from kernelagent.kernels.cross_entropy import triton as ce_triton
     assert ops.cross_entropy is ce_triton.cross_entropy
-    assert ops.attention is attention_triton.attention and ops.sdpa is attention_triton.sdpa
+    assert ops.sdpa is attention_triton.sdpa and ops.attention_varlen is attention_triton.attention_varlen
     assert {"attention", "attention_varlen", "linear_cross_entropy"} <= set(ops.__all__)
+    q, k, v = (torch.randn(1, n, 2, 16) for n in (5, 7, 7))
+    assert ops._attention_kernels(q, k) is attention_triton  # the default backend
+    out, lse = ops.attention(q, k, v, causal=True, return_lse=True)
+    want, want_lse = attention_triton.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
     with pytest.raises(AttributeError, match="no attribute"):
         ops.no_such_op  # noqa: B018
 
@@ -173,6 +178,27 @@ def test_cute_backend_runs_the_same_api():
             probe = type("Probe", (), {"is_cuda": True, "shape": (2, n)})()  # only is_cuda and the width are read
             assert ops._kernels(family, probe).__name__.endswith(f"{family}.{backend}"), (family, n)
         assert torch.allclose(ops.softmax(x), torch.softmax(x, -1))
+        _check_attention_choice()
     finally:
         ops.set_backend("triton")
     assert ops.get_backend() == "triton"
+
+
+def _check_attention_choice():
+    """attention under "cute" and "auto": the CuTe DSL module where it takes the call (CUDA, fp16/bf16, 4-D,
+    head dim 64 or 128) and, under "auto", from ATTENTION_CUTE_MIN_KEYS keys up; Triton otherwise."""
+    def probe(n, d=128, dtype=torch.bfloat16, cuda=True):  # only what the choice reads
+        return type("Probe", (), {"is_cuda": cuda, "dtype": dtype, "shape": (2, n, 4, d), "dim": lambda self: 4})()
+    many, few = ops.ATTENTION_CUTE_MIN_KEYS, ops.ATTENTION_CUTE_MIN_KEYS // 2
+    cases = (("auto", probe(many), probe(many), "cute"), ("auto", probe(few), probe(few), "triton"),
+             ("auto", probe(few), probe(many), "cute"), ("auto", probe(many, 96), probe(many, 96), "triton"),
+             ("auto", probe(many, 64, torch.float16), probe(many, 64, torch.float16), "cute"),
+             ("auto", probe(many, dtype=torch.float32), probe(many, dtype=torch.float32), "triton"),
+             ("auto", probe(many, cuda=False), probe(many, cuda=False), "triton"),
+             ("cute", probe(few), probe(few), "cute"), ("cute", probe(many, 256), probe(many, 256), "triton"))
+    for backend, q, k, want in cases:
+        ops.set_backend(backend)
+        assert ops._attention_kernels(q, k).__name__ == f"kernelagent.kernels.attention.{want}", (backend, want)
+    q, k, v = (torch.randn(1, 6, 2, 64) for _ in range(3))  # CPU tensors under "cute": the Triton module
+    from kernelagent.kernels.attention import triton as attention_triton
+    assert torch.equal(ops.attention(q, k, v), attention_triton.attention(q, k, v))
