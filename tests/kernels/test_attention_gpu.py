@@ -299,6 +299,25 @@ def test_cute_eager_path_matches_the_custom_op(monkeypatch):
         assert rel(a, b) < 1e-3
 
 
+def test_ops_attention_follows_the_backend():
+    """kernelagent.ops.attention under "auto": the CuTe DSL kernels from ATTENTION_CUTE_MIN_KEYS keys, Triton
+    below; both backends' outputs and gradients agree within bf16 rounding."""
+    backend("cute")
+    from kernelagent import ops
+    xs = inputs(1, ops.ATTENTION_CUTE_MIN_KEYS, ops.ATTENTION_CUTE_MIN_KEYS, 4, 2, 128, BF16, seed=7)
+    g = torch.randn_like(xs[0])
+    ops.set_backend("auto")
+    try:
+        assert ops._attention_kernels(*xs[:2]).__name__.endswith("attention.cute")
+        assert ops._attention_kernels(xs[0][:, :64], xs[1][:, :64]).__name__.endswith("attention.triton")
+        auto = run(lambda q, k, v: ops.attention(q, k, v, causal=True), xs, g)
+    finally:
+        ops.set_backend("triton")
+    tri = run(lambda q, k, v: ops.attention(q, k, v, causal=True), xs, g)
+    for a, b in zip(auto, tri, strict=True):
+        assert rel(a, b) < 1e-2
+
+
 @pytest.mark.parametrize("name", ["triton", "cute"])
 def test_torch_compile_inductor_forward_and_backward(name):
     mod = backend(name)
