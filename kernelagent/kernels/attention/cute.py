@@ -1699,20 +1699,17 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
             "near": Float32(1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
         }
+        # each warpgroup's own 64 keys of each dS^T buffer, and its part of the ones tile: its row sums
+        own_ds = [cute.local_tile(sDSt[None, None, b], (self.tile_m, 64), (0, wg)) for b in range(self.ds_stages)]
+        ctx["tRrDS"] = [wg_rs.make_fragment_A(wg_rs.partition_A(t)) for t in own_ds]
+        ctx["tRrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(cute.local_tile(sOnes, (ONES_N, 64), (0, wg))))
         if const_expr(not self.private_dq):  # dS^T of all 128 keys, this warpgroup's half of the head dim
             ctx["tQrDS"] = wg_dq.make_fragment_A(wg_dq.partition_A(sDSt))
             ctx["tQrKt"] = wg_dq.make_fragment_B(wg_dq.partition_B(_transpose_view(sK)))
-            ctx["tRrDS"] = [wg_rs.make_fragment_A(wg_rs.partition_A(cute.local_tile(sDSt[None, None, b],
-                                                                                   (self.tile_m, 64), (0, wg))))
-                            for b in range(self.ds_stages)]  # each warpgroup the row sums over its own keys
-            ctx["tRrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(cute.local_tile(sOnes, (ONES_N, 64), (0, wg))))
             ctx["q_shape"] = wg_dq.partition_shape_C((self.tile_m, self.d))
-        else:  # this warpgroup's keys: its half of dS^T, K, the ones tile
-            own_ds = cute.local_tile(sDSt[None, None, 0], (self.tile_m, 64), (0, wg))
-            ctx["tPrDS"] = wg_rs.make_fragment_A(wg_rs.partition_A(own_ds))
-            ctx["tPrOnes"] = wg_rs.make_fragment_B(wg_rs.partition_B(cute.local_tile(sOnes, (ONES_N, 64), (0, wg))))
+        else:  # this warpgroup's keys: its half of dS^T, K
             wg_p = tiled_mma_dq.get_slice(0)
-            ctx["tPrDSq"] = wg_p.make_fragment_A(wg_p.partition_A(own_ds))
+            ctx["tPrDSq"] = wg_p.make_fragment_A(wg_p.partition_A(own_ds[0]))
             ctx["tPrK"] = [wg_p.make_fragment_B(wg_p.partition_B(cute.local_tile(
                 _transpose_view(sK), (self.pass_n, 64), (p, wg)))) for p in range(self.d // self.pass_n)]
             ctx["p_shape"] = wg_p.partition_shape_C((self.tile_m, self.pass_n))
@@ -1810,15 +1807,18 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         return state, step + 1
 
     @cute.jit
-    def _row_sums_gemm(self, ctx, buf: Int32) -> cute.Tensor:
-        """Shared dQ: the rounded dS's row sums over this warpgroup's own 64 keys (dS times the ones tile,
-        from dS^T buffer `buf`), issued as one wgmma group (none with the "rowsum" ablation)."""
+    def _row_sums_gemm(self, ctx, buf) -> cute.Tensor:
+        """The rounded dS's row sums over this warpgroup's own 64 keys (dS times the ones tile, from dS^T
+        buffer `buf`), issued as one wgmma group (none with the "rowsum" ablation)."""
         acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
         if const_expr("rowsum" not in self.ablate):
-            if buf == 0:
+            if const_expr(self.ds_stages == 1):  # private dQ: one buffer
                 _gemm(ctx["rs"], acc_rs, ctx["tRrDS"][0], ctx["tRrOnes"], True)
             else:
-                _gemm(ctx["rs"], acc_rs, ctx["tRrDS"][1], ctx["tRrOnes"], True)
+                if buf == 0:
+                    _gemm(ctx["rs"], acc_rs, ctx["tRrDS"][0], ctx["tRrOnes"], True)
+                else:
+                    _gemm(ctx["rs"], acc_rs, ctx["tRrDS"][1], ctx["tRrOnes"], True)
         return acc_rs
 
     @cute.jit
@@ -1869,9 +1869,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         if t == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left sdQ
         cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
-        acc_rs = cute.make_rmem_tensor(ctx["r_shape"], Float32)
-        if const_expr("rowsum" not in self.ablate):
-            _gemm(ctx["rs"], acc_rs, ctx["tPrDS"], ctx["tPrOnes"], True)
+        acc_rs = self._row_sums_gemm(ctx, 0)
         self._dq_bulk(ctx, m_block, head, state)
         self._add_row_sums(ctx, acc_rs, m_block, head)
         state.advance()
