@@ -7,7 +7,9 @@
 Every function goes through a `torch.library` custom op (`torch.ops.kernelagent.*`) with a
 backward, a fake implementation and a CPU implementation, so the same code runs on CUDA (Triton
 or CuTe DSL kernels), on CPU (plain torch in fp32), on meta and fake tensors and under
-`torch.compile(fullgraph=True)`. The kernels work in fp32 and return the input's dtype.
+`torch.compile(fullgraph=True)` (attention, in eager mode on its kernels, makes the same calls through an
+autograd.Function instead: the dispatcher cost more host time than its launches at short sequences). The kernels
+work in fp32 and return the input's dtype.
 
 The backend is Triton unless `set_backend("cute")` or `set_backend("auto")` (CuTe DSL at the row
 lengths where it measured faster, AUTO_CUTE; both need nvidia-cutlass-dsl). `attention` follows it too:
@@ -54,7 +56,7 @@ _LAZY = {"cross_entropy": ("cross_entropy", "cross_entropy"),
            "linear_cross_entropy": ("linear_cross_entropy", "linear_cross_entropy"),
            "LinearCrossEntropyLoss": ("linear_cross_entropy", "LinearCrossEntropyLoss"),
          "attention_varlen": ("attention", "attention_varlen"), "sdpa": ("attention", "sdpa")}
-# attention's CuTe DSL kernels take (B, S, H, D) fp16/bf16 CUDA tensors of head dim 64 or 128. From 4096 keys up
+# attention's CuTe DSL kernels take (B, S, H, D) fp16/bf16 CUDA tensors of their HEAD_DIMS (64, 128). From 4096 keys up
 # they measured faster than the Triton ones in every case of benchmarks/attention_peers.py's sweep (head dims 64
 # and 128, causal and not, forward and forward+backward: benchmarks/results/2026-12-04-h200/attention_peers.json);
 # at 2048 the order depends on the case (causal d128 forward: Triton 347 TFLOP/s against 287), and below, both
@@ -253,10 +255,11 @@ class LogSoftmax(nn.Module):
 def _attention_kernels(q: torch.Tensor, k: torch.Tensor) -> ModuleType:
     """The attention module (kernels/attention/triton.py or cute.py) for this call under the current backend."""
     backend = _STATE["backend"]
-    fits = (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and q.dim() == 4 and k.dim() == 4
-            and q.shape[-1] in (64, 128))
-    if fits and (backend == "cute" or (backend == "auto" and k.shape[1] >= ATTENTION_CUTE_MIN_KEYS)):
-        return importlib.import_module("kernelagent.kernels.attention.cute")
+    if backend != "triton" and q.is_cuda and q.dim() == 4 and k.dim() == 4:
+        cute = importlib.import_module("kernelagent.kernels.attention.cute")
+        fits = q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in cute.HEAD_DIMS
+        if fits and (backend == "cute" or k.shape[1] >= ATTENTION_CUTE_MIN_KEYS):
+            return cute
     return importlib.import_module("kernelagent.kernels.attention.triton")
 
 
