@@ -716,7 +716,6 @@ WG = 128  # threads of a warpgroup
 SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
 DS_BARRIER = 4  # the fused backward: both halves of dS^T are in shared memory
 DQ_BARRIER = 5  # 5 and 6: a math warpgroup's dQ part is in shared memory
-TINY_P = 1e-30  # the late best-key search's least threshold: a P of 0 (masked) never qualifies
 ONES_N = 8  # the ones tile's width (the narrowest wgmma): dS times it gives dS's row sums
 # math warpgroups -> (registers a math thread, a producer thread) after setmaxnreg (FA3's split: the
 # producer keeps few)
@@ -1547,7 +1546,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, late_best: bool = True, ablate: tuple = ()):
+                 rotate: bool = False, private_dq: bool = True, ablate: tuple = ()):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1564,9 +1563,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # timing ablations for benchmarks/probes/attention_bwd_fused.py (wrong dQ; never in the op): "best"
         # drops the best-key search, "rowsum" the rounded dS's row sums, "reduce" dQ's reductions, "dq" dQ
         self.ablate = frozenset(ablate)
-        # late_best: the best-key search on the rounded P^T once the step's last GEMMs are issued (under them)
-        # instead of on the scores while the tensor pipe waits for P^T
-        self.late_best = late_best
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
     @cute.jit
@@ -1801,7 +1797,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
                   ctx["tDrQt"][None, None, None, state.index], False)
         acc_rs = self._row_sums_gemm(ctx, buf)  # last: the dQ part's store waits for dQ's GEMM only
-        self._late_best_keys(ctx, acc_S, m_block, head, state.index)
         warpgroup.wait_group(self.dq_first + ("rowsum" not in self.ablate))
         self._reduce_dq(ctx, acc_dQ, m_block, head)
         warpgroup.wait_group(0)
@@ -1864,7 +1859,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, 0]))
         _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
               ctx["tDrQt"][None, None, None, state.index], False)
-        self._late_best_keys(ctx, acc_S, m_block, head, state.index)
         if const_expr("dq" in self.ablate):
             warpgroup.wait_group(0)
             pipe_q.consumer_release(state)
@@ -1936,38 +1930,11 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                         inside = inside & (key >= query + ctx["off"] - ctx["win_left"])
                     p = p if inside else Float32(0.0)
                     keep = keep & inside
-                if const_expr(not self.late_best):
-                    pick = key if keep else pick
+                pick = key if keep else pick
                 s_mn[r, c] = p
-            if const_expr("best" not in self.ablate and not self.late_best):
+            if const_expr("best" not in self.ablate):
                 if pick >= 0:
                     cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed", scope="gpu")
-
-    @cute.jit
-    def _late_best_keys(self, ctx, acc_P: cute.Tensor, m_block: Int32, head: Int32, stage: Int32):
-        """With late_best: a query's largest key index among those whose P^T (acc_P, fp32) is at least half its
-        largest, exp2(-1 - l2) (a P of 0, outside the mask, never is), to the global best-key table. Issued
-        after the step's GEMMs, it runs under them: every column's pick first (no branches between them), then
-        one branch, rarely taken, around the atomics."""
-        if const_expr(self.late_best and "best" not in self.ablate):
-            p_mn = _acc_mn(acc_P)
-            c_mn, sT = ctx["c_mn"], ctx["sT"]
-            picks = []
-            hit = Int32(-1)
-            for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                half = cute.math.exp2(Float32(-1.0) - sT[c_mn[0, c][1], 1, stage], fastmath=True)
-                half = half if half > Float32(TINY_P) else Float32(TINY_P)  # rows without keys: l2 = +inf
-                pick = Int32(-1)
-                for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
-                    pick = ctx["n_block"] * self.tile_n + c_mn[r, 0][0] if p_mn[r, c] >= half else pick
-                picks.append(pick)
-                hit = pick if pick > hit else hit
-            if hit >= 0:
-                best = ctx["acc_out"][2][None, head, ctx["batch"]].iterator + m_block * self.tile_m
-                for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                    if picks[c] >= 0:
-                        cute.arch.red(best + c_mn[0, c][1], picks[c], op="max", dtype="s32", sem="relaxed",
-                                      scope="gpu")
 
     @cute.jit
     def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, m_block: Int32, head: Int32):
