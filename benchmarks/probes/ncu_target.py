@@ -11,6 +11,7 @@ OP: ce          cross_entropy forward+backward, logits [8192, 128256] bf16, mean
     lce-triton  the same with our Triton GEMMs
     lce-cute    the same, the CuTe DSL version
     attention-cute[-causal]   attention forward+backward, the CuTe DSL kernels, B2 S8192 H16 D128 bf16
+    attention-fa4      the same shape through FlashAttention-4 (flash_attn.cute, from .carry), non-causal
     softmax-wide-{cute,triton,quack}   softmax forward, bf16 [2048, 65536] then [512, 262144] (two kernels)
 For the GEMMs, profile with `--clock-control none` (ncu otherwise locks the clocks at base, and the H200's
 tensor-core throughput is bound by its clock under power capping) and add the tensor-pipe and clock metrics.
@@ -42,6 +43,19 @@ def _attention(causal: bool, backend: str = "triton"):
     q, k, v = (torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
     g = torch.randn_like(q)
     return lambda: torch.autograd.grad(mod.attention(q, k, v, causal=causal), (q, k, v), g)
+
+
+def _attention_fa4():
+    import torch
+    from flash_attn.cute import flash_attn_func
+
+    q, k, v = (torch.randn(2, 8192, 16, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
+    g = torch.randn_like(q)
+
+    def call():
+        out = flash_attn_func(q, k, v, causal=False)
+        return torch.autograd.grad(out[0] if isinstance(out, tuple) else out, (q, k, v), g)
+    return call
 
 
 def _lce(backend: str):
@@ -77,7 +91,7 @@ def main(op: str) -> None:
     call = {"ce": _ce, "attention": lambda: _attention(False), "attention-causal": lambda: _attention(True),
             "lce": lambda: _lce("cublas"), "lce-triton": lambda: _lce("triton"), "lce-cute": lambda: _lce("cute"),
             "attention-cute": lambda: _attention(False, "cute"),
-            "attention-cute-causal": lambda: _attention(True, "cute"),
+            "attention-cute-causal": lambda: _attention(True, "cute"), "attention-fa4": _attention_fa4,
             **{f"softmax-wide-{i}": (lambda i=i: _softmax_wide(i)) for i in ("cute", "triton", "quack")}}[op]()
     for _ in range(3):
         call()
