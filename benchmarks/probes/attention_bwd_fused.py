@@ -45,10 +45,6 @@ GROUPS = {
     "shared": (1, [
         ("shared_dq", {"private_dq": False}), ("shared_dq_ablate_best", {"private_dq": False, "ablate": ("best",)}),
         ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
-    "lean_reds": (1, [
-        ("old_reds", {"lean_reds": False}), ("shared_dq", {"private_dq": False}),
-        ("shared_dq_old_reds", {"private_dq": False, "lean_reds": False}),
-        ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]

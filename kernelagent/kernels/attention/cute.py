@@ -807,22 +807,6 @@ def _bulk_add_f32(gmem_ptr: cute.Pointer, smem_ptr: cute.Pointer, size_bytes: in
         has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
 
 
-def _bit(i: int) -> int:
-    """Bit i of a 32-bit word as a signed Int32 constant."""
-    return ((1 << i) ^ 0x80000000) - 0x80000000
-
-
-@dsl_user_op
-def _red_global(gmem_ptr: cute.Pointer, value, op: str, *, loc=None, ip=None) -> None:
-    """An atomic reduction into global memory (`op`: "add.f32" or "max.s32"; relaxed, gpu scope), addressed
-    to the global space: a generic one compiles, for f32, to a shared-window check and a CAS loop."""
-    value = (Float32 if op.endswith("f32") else Int32)(value)
-    llvm.inline_asm(
-        None, [gmem_ptr.llvm_ptr, value.ir_value(loc=loc, ip=ip)],
-        f"red.relaxed.gpu.global.{op} [$0], $1;", "l," + ("f" if op.endswith("f32") else "r"),
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-
-
 # -------------------------------------------------------------------------------- forward kernel
 
 
@@ -1562,7 +1546,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, lean_reds: bool = True, ablate: tuple = ()):
+                 rotate: bool = False, private_dq: bool = True, ablate: tuple = ()):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1579,9 +1563,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # timing ablations for benchmarks/probes/attention_bwd_fused.py (wrong dQ; never in the op): "best"
         # drops the best-key search, "rowsum" the rounded dS's row sums, "reduce" dQ's reductions, "dq" dQ
         self.ablate = frozenset(ablate)
-        # lean_reds: the best keys' atomics behind one branch a step (not one a query column) and the atomics
-        # addressed to global memory (generic ones compile to a shared-memory check and a CAS fallback for f32)
-        self.lean_reds = lean_reds
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
     @cute.jit
@@ -1716,7 +1697,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 cute.make_identity_tensor((self.tile_m, ONES_N)))),
             "acc_out": (mAcc, mRS, mBest), "batch": batch, "sdQ": sdQ[None, None, wg], "seqlen_k": seqlen_k,
             "n_block": n_block, "off": seqlen_k - seqlen_q, "scale_log2": scale_log2,
-            "near": Float32(-1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
+            "near": Float32(1.0) / scale_log2, "win_left": win_left, "win_right": win_right,
         }
         # each warpgroup's own 64 keys of each dS^T buffer, and its part of the ones tile: its row sums
         own_ds = [cute.local_tile(sDSt[None, None, b], (self.tile_m, 64), (0, wg)) for b in range(self.ds_stages)]
@@ -1850,11 +1831,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 s_mn = _acc_mn(acc_rs)
                 for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
                     row = m_block * self.tile_m + ctx["r_mn"][r, 0][0]
-                    if const_expr(self.lean_reds):
-                        _red_global(rs.iterator + row, s_mn[r, 0], "add.f32")
-                    else:
-                        cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed",
-                                      scope="gpu")
+                    cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed", scope="gpu")
 
     @cute.jit
     def private_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
@@ -1933,20 +1910,18 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         s_mn = _acc_mn(acc_S)
         c_mn, sT = ctx["c_mn"], ctx["sT"]
         best = ctx["acc_out"][2][None, head, ctx["batch"]]
-        rows, cols = cute.size(s_mn, mode=[0]), cute.size(s_mn, mode=[1])
-        lean = self.lean_reds and rows * cols <= 32
-        bits = Int32(0)  # lean: bit c * rows + r set where (r, c) qualifies
-        for c in cutlass.range_constexpr(cols):
+        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
             col = c_mn[0, c][1]
             m2 = sT[col, 0, stage]
             l2 = sT[col, 1, stage]
+            near = m2 - ctx["near"]
             query = m_block * self.tile_m + col
             pick = Int32(-1)
-            for r in cutlass.range_constexpr(rows):
-                below = s_mn[r, c] - m2
-                p = cute.math.exp2(below * ctx["scale_log2"] - l2, fastmath=True)
+            for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                s = s_mn[r, c]
+                p = cute.math.exp2((s - m2) * ctx["scale_log2"] - l2, fastmath=True)
                 key = ctx["n_block"] * self.tile_n + c_mn[r, 0][0]
-                keep = below >= ctx["near"]
+                keep = s >= near
                 if const_expr(mask):
                     inside = key < ctx["seqlen_k"]
                     if const_expr(self.has_right):
@@ -1955,23 +1930,11 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                         inside = inside & (key >= query + ctx["off"] - ctx["win_left"])
                     p = p if inside else Float32(0.0)
                     keep = keep & inside
-                if const_expr(lean):
-                    bits = (bits | Int32(_bit(c * rows + r))) if keep else bits
-                else:
-                    pick = key if keep else pick
+                pick = key if keep else pick
                 s_mn[r, c] = p
-            if const_expr("best" not in self.ablate and not lean):
+            if const_expr("best" not in self.ablate):
                 if pick >= 0:
                     cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed", scope="gpu")
-        if const_expr("best" not in self.ablate and lean):
-            if bits != 0:  # rare: this thread holds a key with P at least half its query's largest
-                for c in cutlass.range_constexpr(cols):
-                    pick = Int32(-1)
-                    for r in cutlass.range_constexpr(rows):
-                        pick = ctx["n_block"] * self.tile_n + c_mn[r, 0][0] if (bits & Int32(_bit(c * rows + r))) != 0 \
-                            else pick
-                    if pick >= 0:
-                        _red_global(best.iterator + m_block * self.tile_m + c_mn[0, c][1], pick, "max.s32")
 
     @cute.jit
     def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, m_block: Int32, head: Int32):
