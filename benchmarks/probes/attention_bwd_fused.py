@@ -45,9 +45,6 @@ GROUPS = {
     "shared": (1, [
         ("shared_dq", {"private_dq": False}), ("shared_dq_ablate_best", {"private_dq": False, "ablate": ("best",)}),
         ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
-    "lag": (1, [
-        ("shared_dq_lag", {"private_dq": False}), ("shared_dq_no_lag", {"private_dq": False, "lag": False}),
-        ("shared_dq_lag_ablate_best", {"private_dq": False, "ablate": ("best",)})]),
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]

@@ -716,8 +716,6 @@ WG = 128  # threads of a warpgroup
 SCHED_BARRIER = 2  # named barriers 2 and 3: the math warpgroups' turns (0 is __syncthreads)
 DS_BARRIER = 4  # the fused backward: both halves of dS^T are in shared memory
 DQ_BARRIER = 5  # 5 and 6: a math warpgroup's dQ part is in shared memory
-WRITTEN_BARRIER = 7  # 7-10, the lagged fused backward: dS^T buffer b's half of warpgroup w written (7 + 2b + w)
-FREE_BARRIER = 11  # 11-14: the other warpgroup has read that half (11 + 2b + w): w may write it again
 ONES_N = 8  # the ones tile's width (the narrowest wgmma): dS times it gives dS's row sums
 # math warpgroups -> (registers a math thread, a producer thread) after setmaxnreg (FA3's split: the
 # producer keeps few)
@@ -1548,7 +1546,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, lag: bool = False, ablate: tuple = ()):
+                 rotate: bool = False, private_dq: bool = True, ablate: tuple = ()):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1558,10 +1556,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # rotate (the interior query blocks rotated by the key block). On the H200 private 6.26 ms, shared
         # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
         self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
-        # lag (shared dQ only): each step issues dQ's GEMM of the step before, so a warpgroup waits only for the
-        # other's half of dS^T from a step ago (named barriers per buffer and warpgroup, no barrier both wait at):
-        # the two may drift apart by up to a step, as the private schedule's do
-        self.lag = lag and not private_dq
         # private dQ: columns of one GEMM pass, its part stored after each (parts added from registers by
         # red.global.add.v2.f32 instead of one bulk reduction from shared memory were slower: 9.43 ms against
         # 6.21, benchmarks/results/2026-12-04-h200/attention_bwd_fused_ablations.json)
@@ -1721,7 +1715,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             ctx["p_shape"] = wg_p.partition_shape_C((self.tile_m, self.pass_n))
         ctx["acc_dK"].fill(0.0)
         ctx["acc_dV"].fill(0.0)
-        ctx["prev"] = cute.make_rmem_tensor((2,), Int32)  # lag: the last step's query block and head
         for i in cutlass.range_constexpr(ONES_N * self.tile_n // (self.num_wg * WG)):
             at = tidx * (ONES_N * self.tile_n // (self.num_wg * WG)) + i
             sOnes[at // self.tile_n, at % self.tile_n] = self.dtype(1.0)
@@ -1732,8 +1725,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         pipe_kv.consumer_wait(kv_state)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         step = Int32(0)
-        if const_expr(self.lag):
-            self._lagged_start(ctx, head_kv * group)
         for g in cutlass.range(group, unroll=1):
             head = head_kv * group + g
             if partial:  # the loader's order (_m_at) throughout
@@ -1748,8 +1739,6 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                                                   False)
                 for i in cutlass.range(m_hi - f_hi, unroll=1):  # cut by the left window edge
                     state, step = self.fused_step(ctx, f_hi + i, head, state, step, True)
-        if const_expr(self.lag):
-            self._lagged_drain(ctx, step)
         if tidx % WG == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left shared memory
         self.epilogue(tiled_mma_dkv, ctx["acc_dK"], ctx["acc_dV"], mDK, mDV, tidx, n_block, head_kv, batch,
@@ -1769,101 +1758,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     def fused_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
         if const_expr(self.private_dq):
             return self.private_step(ctx, m_block, head, state, step, mask)
-        if const_expr(self.lag):
-            return self.lagged_step(ctx, m_block, head, state, step, mask)
         return self.shared_step(ctx, m_block, head, state, step, mask)
-
-    @cute.jit
-    def lagged_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
-        """One query block, shared dQ lagged by a step: the dK/dV step; this warpgroup's half of dS^T to buffer
-        step % 2 (once the other has read what it held two steps ago), announced; dQ's GEMM of the step before
-        (once the other's half of it is announced), dK's, the row sums'; dQ's part reduced, announced read."""
-        pipe_q, pipe_do = ctx["pipe_q"], ctx["pipe_do"]
-        wg, t = ctx["wg"], ctx["tidx"] % WG
-        if t == 0:  # the last step's dQ part has left sdQ (made known to the warpgroup before the next store)
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-        acc_S = cute.make_rmem_tensor(ctx["s_shape"], Float32)
-        acc_dP = cute.make_rmem_tensor(ctx["s_shape"], Float32)
-        pipe_q.consumer_wait(state)
-        _gemm(ctx["sdp"], acc_S, ctx["tSrK"], ctx["tSrQ"][None, None, None, state.index], True)
-        pipe_do.consumer_wait(state)
-        _gemm(ctx["sdp"], acc_dP, ctx["tSrV"], ctx["tSrDO"][None, None, None, state.index], True)
-        warpgroup.wait_group(1)  # S^T is done, dP^T may still run
-        self._fused_probs(ctx, acc_S, m_block, head, state.index, mask)
-        rP = cute.make_rmem_tensor(acc_S.layout.shape, self.dtype)
-        rP.store(acc_S.load().to(self.dtype))
-        _gemm(ctx["dkv"], ctx["acc_dV"], cute.make_tensor(rP.iterator, _acc_as_a(rP.layout)),
-              ctx["tDrDOt"][None, None, None, state.index], False)
-        warpgroup.wait_group(1)  # dP^T is done
-        self._grads(ctx, acc_S, acc_dP, state.index)
-        rDS = cute.make_rmem_tensor(acc_dP.layout.shape, self.dtype)
-        rDS.store(acc_dP.load().to(self.dtype))
-        buf = step % 2
-        if step >= 1:  # the other warpgroup's dQ GEMM of step - 2 (or of the zeros before the walk) read this half
-            cute.arch.barrier(barrier_id=FREE_BARRIER + 2 * buf + wg, number_of_threads=2 * WG)
-        self._lagged_write(ctx, rDS, buf)
-        acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
-        self._lagged_dq_gemm(ctx, acc_dQ, 1 - buf)
-        _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
-              ctx["tDrQt"][None, None, None, state.index], False)
-        acc_rs = self._row_sums_gemm(ctx, buf)
-        warpgroup.wait_group(1 + ("rowsum" not in self.ablate))  # dQ's GEMM is done
-        self._lagged_dq_store(ctx, acc_dQ, 1 - buf)
-        warpgroup.wait_group(0)
-        pipe_q.consumer_release(state)
-        pipe_do.consumer_release(state)
-        self._add_row_sums(ctx, acc_rs, m_block, head)
-        ctx["prev"][0] = m_block
-        ctx["prev"][1] = head
-        state.advance()
-        return state, step + 1
-
-    @cute.jit
-    def _lagged_write(self, ctx, rDS: cute.Tensor, buf):
-        """This warpgroup's half of dS^T into buffer `buf`, announced to the other warpgroup."""
-        cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, buf]))
-        cute.arch.fence_view_async_shared()
-        cute.arch.barrier_arrive(barrier_id=WRITTEN_BARRIER + 2 * buf + ctx["wg"], number_of_threads=2 * WG)
-
-    @cute.jit
-    def _lagged_start(self, ctx, head: Int32):
-        """Before the walk: zeros as this warpgroup's half of buffer 1, the first step's "step before" (its dQ
-        GEMM and reduction then add zeros to query block 0 of `head`): no step has a condition around a GEMM."""
-        zeros = cute.make_rmem_tensor(ctx["s_shape"], self.dtype)
-        zeros.fill(0.0)
-        self._lagged_write(ctx, zeros, 1)
-        ctx["prev"][0] = Int32(0)
-        ctx["prev"][1] = head
-
-    @cute.jit
-    def _lagged_dq_gemm(self, ctx, acc_dQ: cute.Tensor, buf):
-        """dQ's GEMM over buffer `buf` (the step before), once the other warpgroup's half of it is announced."""
-        cute.arch.barrier(barrier_id=WRITTEN_BARRIER + 2 * buf + 1 - ctx["wg"], number_of_threads=2 * WG)
-        _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
-
-    @cute.jit
-    def _lagged_dq_store(self, ctx, acc_dQ: cute.Tensor, buf):
-        """After dQ's GEMM over buffer `buf`: the other warpgroup may rewrite its half; this warpgroup's part of
-        the step before's dQ is reduced (its first thread waited for the last reduction's read)."""
-        cute.arch.barrier_arrive(barrier_id=FREE_BARRIER + 2 * buf + 1 - ctx["wg"], number_of_threads=2 * WG)
-        cute.arch.barrier(barrier_id=DQ_BARRIER + ctx["wg"], number_of_threads=WG)
-        self._reduce_dq(ctx, acc_dQ, ctx["prev"][0], ctx["prev"][1])
-
-    @cute.jit
-    def _lagged_drain(self, ctx, steps: Int32):
-        """After the walk: the last step's dQ (the zeros' when there was none), then the other warpgroup's last
-        two announcements that it read this warpgroup's halves, which no later write waits for."""
-        wg, last = ctx["wg"], (steps + 1) % 2  # the last step's buffer (step -1: the zeros, buffer 1)
-        if ctx["tidx"] % WG == 0:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-        acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
-        self._lagged_dq_gemm(ctx, acc_dQ, last)
-        warpgroup.wait_group(0)
-        self._lagged_dq_store(ctx, acc_dQ, last)
-        cute.arch.barrier(barrier_id=FREE_BARRIER + 2 * last + wg, number_of_threads=2 * WG)
-        if steps >= 1:
-            cute.arch.barrier(barrier_id=FREE_BARRIER + 2 * (1 - last) + wg, number_of_threads=2 * WG)
-
 
     @cute.jit
     def shared_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
@@ -2566,7 +2461,7 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
 def _fused_tiles(d: int) -> dict:
     """The fused kernel's settings: the dK/dV tiles, private dQ parts (its faster schedule on the H200); Q
     and dO in a 2-stage ring at d = 128 (three stages do not fit in shared memory beside dS^T and dQ's part)."""
-    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True, "lag": True}
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True}
 
 
 def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
