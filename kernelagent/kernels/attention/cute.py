@@ -1351,11 +1351,6 @@ class FlashBwdDkDvSm90:
         return m_lo, f_lo, f_hi, m_hi
 
     @cute.jit
-    def _m_at(self, m: Int32, blocks, n_block: Int32) -> Int32:
-        """The query block the walk visits at position m (in order here)."""
-        return m
-
-    @cute.jit
     def load(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mTab: cute.Tensor,
              sQ: cute.Tensor, sK: cute.Tensor, sV: cute.Tensor, sDO: cute.Tensor, sT: cute.Tensor,
              tma_q: cute.CopyAtom, tma_k: cute.CopyAtom, tma_v: cute.CopyAtom, tma_do: cute.CopyAtom,
@@ -1384,7 +1379,7 @@ class FlashBwdDkDvSm90:
                                              cute.group_modes(gDO, 0, 2))
             tTs, tTg = cpasync.tma_partition(tma_t, 0, one, cute.group_modes(sT, 0, 2), cute.group_modes(gT, 0, 2))
             for i in cutlass.range(m_hi - m_lo, unroll=1):
-                m = self._m_at(m_lo + i, blocks, n_block)
+                m = m_lo + i  # the math warpgroups walk the blocks in this order too
                 pipe_q.producer_acquire(state)
                 bar = pipe_q.producer_get_barrier(state)
                 cute.copy(tma_q, tQg[None, m], tQs[None, state.index], tma_bar_ptr=bar)
@@ -1545,17 +1540,18 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     reductions across CTAs); dK and dV are not."""
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
-                 has_left: bool = False, has_right: bool = False, softcap: bool = False, dq_first: bool = True,
-                 rotate: bool = False, private_dq: bool = True, ablate: tuple = ()):
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False, private_dq: bool = True,
+                 ablate: tuple = ()):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
         # 64 columns), no barrier between the warpgroups, both parts added into the same rows; else (shared)
-        # each warpgroup one half of the head dim over all 128 keys after a barrier a step, with dq_first
-        # (FA3's order: dQ's GEMM, then dK's, which runs while dQ's part is stored; else dK's first) and
-        # rotate (the interior query blocks rotated by the key block). On the H200 private 6.26 ms, shared
-        # 7.28 (benchmarks/results/2026-12-03-h200/attention_bwd_fused.json)
-        self.dq_first, self.rotate, self.private_dq = dq_first, rotate, private_dq
+        # each warpgroup one half of the head dim over all 128 keys after a barrier a step, in FA3's order
+        # (dQ's GEMM, then dK's, which runs while dQ's part is stored; dK's first, or the interior query blocks
+        # rotated by the key block, were slower: 7.41 and 7.40 ms against 7.28 in
+        # benchmarks/results/2026-12-03-h200/attention_bwd_fused.json). On the H200 private 6.19 ms, shared 6.20
+        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused_shared_final.json)
+        self.private_dq = private_dq
         # private dQ: columns of one GEMM pass, its part stored after each (parts added from registers by
         # red.global.add.v2.f32 instead of one bulk reduction from shared memory were slower: 9.43 ms against
         # 6.21, benchmarks/results/2026-12-04-h200/attention_bwd_fused_ablations.json)
@@ -1727,32 +1723,20 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         step = Int32(0)
         for g in cutlass.range(group, unroll=1):
             head = head_kv * group + g
-            if partial:  # the loader's order (_m_at) throughout
+            if partial:  # a key block cut by the key length: every step masked
                 for i in cutlass.range(m_hi - m_lo, unroll=1):
-                    state, step = self.fused_step(ctx, self._m_at(m_lo + i, blocks, n_block), head, state, step,
-                                                  True)
+                    state, step = self.fused_step(ctx, m_lo + i, head, state, step, True)
             else:
                 for i in cutlass.range(f_lo - m_lo, unroll=1):  # cut by the causal diagonal / right window edge
                     state, step = self.fused_step(ctx, m_lo + i, head, state, step, True)
                 for i in cutlass.range(f_hi - f_lo, unroll=1):  # interior: no mask
-                    state, step = self.fused_step(ctx, self._m_at(f_lo + i, blocks, n_block), head, state, step,
-                                                  False)
+                    state, step = self.fused_step(ctx, f_lo + i, head, state, step, False)
                 for i in cutlass.range(m_hi - f_hi, unroll=1):  # cut by the left window edge
                     state, step = self.fused_step(ctx, f_hi + i, head, state, step, True)
         if tidx % WG == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)  # the last dQ part has left shared memory
         self.epilogue(tiled_mma_dkv, ctx["acc_dK"], ctx["acc_dV"], mDK, mDV, tidx, n_block, head_kv, batch,
                       seqlen_k, sm_scale)
-
-    @cute.jit
-    def _m_at(self, m: Int32, blocks, n_block: Int32) -> Int32:
-        """The interior query blocks rotated by the key block: CTAs of one head running side by side add
-        into different dQ blocks at a time (in order, all would reduce into the same 32 KiB together)."""
-        _, f_lo, f_hi, _ = blocks
-        if const_expr(self.rotate):
-            if m >= f_lo and m < f_hi:
-                m = f_lo + (m - f_lo + n_block) % (f_hi - f_lo)
-        return m
 
     @cute.jit
     def fused_step(self, ctx, m_block: Int32, head: Int32, state, step: Int32, mask: cutlass.Constexpr):
@@ -1783,21 +1767,16 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         rDS.store(acc_dP.load().to(self.dtype))
         buf = step % 2
         cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, buf]))
-        if const_expr(not self.dq_first):
-            _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
-                  ctx["tDrQt"][None, None, None, state.index], False)
-            warpgroup.wait_group(0)  # P^T and dS^T leave registers before dQ's accumulator arrives
         cute.arch.fence_view_async_shared()
         if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ (waited next to the store instead, by
             cute.arch.cp_async_bulk_wait_group(0, read=True)  # each warpgroup: 6.35 ms against 6.19, call 4)
         cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
         acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
         _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
-        if const_expr(self.dq_first):  # dK's GEMM runs while dQ's part is stored
-            _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
-                  ctx["tDrQt"][None, None, None, state.index], False)
+        _gemm(ctx["dkv"], ctx["acc_dK"], cute.make_tensor(rDS.iterator, _acc_as_a(rDS.layout)),
+              ctx["tDrQt"][None, None, None, state.index], False)  # runs while dQ's part is stored
         acc_rs = self._row_sums_gemm(ctx, buf)  # last: the dQ part's store waits for dQ's GEMM only
-        warpgroup.wait_group(self.dq_first + ("rowsum" not in self.ablate))
+        warpgroup.wait_group(1 + ("rowsum" not in self.ablate))
         self._reduce_dq(ctx, acc_dQ, m_block, head)
         warpgroup.wait_group(0)
         pipe_q.consumer_release(state)
