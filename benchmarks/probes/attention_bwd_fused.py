@@ -6,7 +6,8 @@ triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's o
 KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work (dQ's parts added from
 registers too in commit da2c159); "shared", the shared-dQ schedule), each timed with its dQ against the split's
 (options tried and removed as slower: `dq_together` of commit f3a923d, dQ's passes all issued before the first
-is stored; `dq_red="global"` and `late_wait` of commit da2c159). Also dQ's error against float64 where the keys
+is stored; `dq_red="global"` and `late_wait` of commit da2c159; `late_best`, `lean_reds` and `lag`, with their
+groups, of commits f632d51, 1e2bee7 and 8c69ce8). Also dQ's error against float64 where the keys
 sit far from 0 (k + 60: the case the centring is for), both backwards. Writes attention_bwd_fused.json
 (benchmarks.common.write_result: $OUT or benchmarks/results). KA_PROBE_D=128 limits the head dims.
 
