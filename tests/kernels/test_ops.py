@@ -202,3 +202,18 @@ def _check_attention_choice():
     q, k, v = (torch.randn(1, 6, 2, 64) for _ in range(3))  # CPU tensors under "cute": the Triton module
     from kernelagent.kernels.attention import triton as attention_triton
     assert torch.equal(ops.attention(q, k, v), attention_triton.attention(q, k, v))
+
+
+@pytest.mark.parametrize("backend", ["triton", "cute"])
+def test_attention_rejects_a_malformed_window_by_name(backend):
+    """A window that is not two ints (or None) is refused with the library's error, not a bare unpacking or
+    comparison error, and not truncated to ints; well-formed ones pass through (negative or None: unbounded)."""
+    import importlib
+
+    mod = importlib.import_module(f"kernelagent.kernels.attention.{backend}")
+    for bad in ((3,), (3, 4, 5), (1.5, 2), ("a", 1), (True, 2), 7):
+        with pytest.raises(mod.AttentionError, match="window must be"):
+            mod._window(False, bad)
+    assert mod._window(False, (-1, 4)) == (None, 4)
+    assert mod._window(True, [8, None]) == (8, 0)
+    assert mod._window(False, None) == (None, None)

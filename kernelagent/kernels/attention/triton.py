@@ -1079,9 +1079,12 @@ class _EagerAttention(torch.autograd.Function):
 
 def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
-    left, right = (None, None) if window is None else window
-    left = None if left is None or left < 0 else int(left)
-    right = None if right is None or right < 0 else int(right)
+    sides = (None, None) if window is None else window
+    if not isinstance(sides, (tuple, list)) or len(sides) != 2 or not all(
+            w is None or (isinstance(w, int) and not isinstance(w, bool)) for w in sides):
+        raise AttentionError(f"attention: window must be (left, right), two ints (negative or None: unbounded); "
+                             f"got {window!r}")
+    left, right = (None if w is None or w < 0 else w for w in sides)
     if causal:
         right = 0 if right is None else min(right, 0)
     return left, right
