@@ -217,3 +217,26 @@ def test_attention_rejects_a_malformed_window_by_name(backend):
     assert mod._window(False, (-1, 4)) == (None, 4)
     assert mod._window(True, [8, None]) == (8, 0)
     assert mod._window(False, None) == (None, None)
+
+
+def test_attention_varlen_refuses_offsets_that_do_not_fit():
+    """cu_seqlens that are not 1-D integer offsets, disagree in length, fall, point past the packed rows or
+    hold a sequence longer than its max_seqlen raise AttentionError naming the problem (checked on CPU
+    tensors, where it costs no device sync), instead of an IndexError deep in the launch or a silently short
+    result; well-formed ones run."""
+    from kernelagent.kernels.attention import triton as tri
+
+    q, k, v = (torch.randn(10, 2, 16) for _ in range(3))
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+
+    def call(cu_q=cu, cu_k=cu, max_q=6, max_k=6):
+        return tri.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)
+
+    assert call().shape == (10, 2, 16)
+    for kwargs, match in (({"cu_q": cu.float()}, "integer tensor"), ({"cu_q": cu[None]}, "integer tensor"),
+                          ({"cu_q": cu[:1]}, "integer tensor"), ({"cu_k": torch.tensor([0, 10])}, "as many"),
+                          ({"cu_q": torch.tensor([1, 4, 10])}, "rise from 0"),
+                          ({"cu_q": torch.tensor([0, 6, 4]), "cu_k": torch.tensor([0, 4, 10])}, "rise from 0"),
+                          ({"cu_k": torch.tensor([0, 4, 11])}, "rise from 0"), ({"max_q": 5}, "max_seqlen_q")):
+        with pytest.raises(tri.AttentionError, match=match):
+            call(**kwargs)

@@ -1116,9 +1116,38 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     left, right = _window(causal, window)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     cap = None if softcap is None or softcap == 0 else float(softcap)
+    _check_cu_seqlens(cu_seqlens_q, cu_seqlens_k, q.shape[0], k.shape[0], int(max_seqlen_q), int(max_seqlen_k))
     cu_q, cu_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
     out, lse, _ = _attention_fwd(q, k, v, cu_q, cu_k, int(max_seqlen_q), int(max_seqlen_k), scale, cap, left, right)
     return (out, lse) if return_lse else out
+
+
+def _check_cu_seqlens(cu_q, cu_k, total_q: int, total_k: int, max_q: int, max_k: int) -> None:
+    """cu_seqlens as FlashAttention's varlen API takes them: 1-D integer tensors of batch + 1 offsets, one
+    length for q and k. Their values (0 first, never falling, none past the packed rows, no sequence longer than
+    its max_seqlen) are checked where that costs no device sync: CPU tensors outside torch.compile."""
+    for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.shape[0] < 2 or cu.dtype.is_floating_point \
+                or cu.dtype.is_complex or cu.dtype == torch.bool:
+            got = f"{cu.dtype} {tuple(cu.shape)}" if isinstance(cu, torch.Tensor) else type(cu).__name__
+            raise AttentionError(f"attention_varlen: {name} must be a 1-D integer tensor of batch + 1 offsets; "
+                                 f"got {got}")
+    if cu_q.shape[0] != cu_k.shape[0]:
+        raise AttentionError(f"attention_varlen: cu_seqlens_q and cu_seqlens_k must describe as many sequences; got "
+                             f"{cu_q.shape[0]} and {cu_k.shape[0]} offsets")
+    if torch.compiler.is_compiling():
+        return
+    for side, cu, total, longest in (("q", cu_q, total_q, max_q), ("k", cu_k, total_k, max_k)):
+        if cu.device.type != "cpu":
+            continue
+        offsets = cu.tolist()
+        lengths = [offsets[i + 1] - offsets[i] for i in range(len(offsets) - 1)]
+        if offsets[0] != 0 or min(lengths) < 0 or offsets[-1] > total:
+            raise AttentionError(f"attention_varlen: cu_seqlens_{side} must rise from 0 to at most the {total} rows "
+                                 f"of {side}; got {offsets}")
+        if max(lengths) > longest:
+            raise AttentionError(f"attention_varlen: a {side} sequence has {max(lengths)} rows, more than "
+                                 f"max_seqlen_{side} = {longest}")
 
 
 class SDPAUnsupported(AttentionError):
