@@ -240,3 +240,31 @@ def test_attention_varlen_refuses_offsets_that_do_not_fit():
                           ({"cu_k": torch.tensor([0, 4, 11])}, "rise from 0"), ({"max_q": 5}, "max_seqlen_q")):
         with pytest.raises(tri.AttentionError, match=match):
             call(**kwargs)
+
+
+@pytest.mark.parametrize("backend", ["triton", "cute"])
+def test_attention_refuses_a_scale_the_kernels_cannot_take(backend):
+    """The kernels take each row's max over raw scores, the max of the scaled ones only for a positive scale:
+    a scale that is not positive and finite, or an infinite softcap, raises AttentionError on every device
+    (the CPU implementation would compute it, the CuTe kernels silently wrongly); sdpa's drop-in calls it a
+    misfit, which fallback=True hands to PyTorch."""
+    import importlib
+
+    mod = importlib.import_module(f"kernelagent.kernels.attention.{backend}")
+    q = torch.randn(1, 6, 2, 64)
+    for scale in (0.0, -0.125, float("nan"), float("inf")):
+        with pytest.raises(mod.AttentionError, match="scale must be positive"):
+            mod._scale_and_cap(q, scale, None)
+    with pytest.raises(mod.AttentionError, match="softcap must be finite"):
+        mod._scale_and_cap(q, None, float("inf"))
+    assert mod._scale_and_cap(q, None, 0.0) == (64 ** -0.5, None)
+    assert mod._scale_and_cap(q, 0.5, -30) == (0.5, -30.0)
+    from kernelagent.kernels.attention import triton as tri
+
+    x = torch.randn(1, 2, 6, 64)
+    with pytest.raises(tri.SDPAUnsupported, match="scale"):
+        tri.sdpa(x, x, x, scale=-1.0)
+    want = F.scaled_dot_product_attention(x, x, x, scale=-1.0)
+    assert torch.equal(tri.sdpa(x, x, x, scale=-1.0, fallback=True), want)
+    with pytest.raises(tri.AttentionError, match="scale must be positive"):
+        tri.attention(q, q, q, scale=-1.0)

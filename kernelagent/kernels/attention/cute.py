@@ -2602,6 +2602,18 @@ attention_cute_bwd = _register("attention_cute_bwd", _bwd_impl, _bwd_fake)
 # ------------------------------------------------------------------------------------ public API
 
 
+def _scale_and_cap(q: torch.Tensor, scale: float | None, softcap: float | None) -> tuple[float, float | None]:
+    """The softmax scale (1 / sqrt(D) by default) and the softcap (None for none, as 0 is). The kernels take each
+    row's max over raw scores, which is the max of the scaled ones only for a positive scale: any other raises."""
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if not 0 < scale < float("inf"):
+        raise AttentionError(f"attention: the softmax scale must be positive and finite, got {scale}")
+    cap = None if softcap is None or softcap == 0 else float(softcap)
+    if cap is not None and not abs(cap) < float("inf"):
+        raise AttentionError(f"attention: softcap must be finite, got {cap}")
+    return scale, cap
+
+
 def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
     sides = (None, None) if window is None else window
@@ -2620,8 +2632,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     """Same contract as triton.py's `attention` (bottom-right causal, window, softcap, GQA, lse),
     forward and backward by the CuTe kernels (head dims 64 and 128)."""
     left, right = _window(causal, window)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    cap = None if softcap is None or softcap == 0 else float(softcap)
+    scale, cap = _scale_and_cap(q, scale, softcap)
     if q.is_cuda and not torch.compiler.is_compiling():  # eager on the GPU: the same calls, no dispatcher
         out, lse, _ = _EagerAttention.apply(q, k, v, scale, cap, left, right)
     else:
@@ -2684,6 +2695,5 @@ class ModelNew(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                 scale: float | None = None, softcap: float | None = None,
                 window: tuple[int, int] | None = None) -> torch.Tensor:
-        scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-        cap = None if softcap is None or softcap == 0 else float(softcap)
+        scale, cap = _scale_and_cap(q, scale, softcap)
         return _AttentionFunction.apply(q, k, v, scale, cap, _window(causal, window))

@@ -1077,6 +1077,18 @@ class _EagerAttention(torch.autograd.Function):
 # ---------------------------------------------------------------------------------- public API
 
 
+def _scale_and_cap(q: torch.Tensor, scale: float | None, softcap: float | None) -> tuple[float, float | None]:
+    """The softmax scale (1 / sqrt(D) by default) and the softcap (None for none, as 0 is). The kernels take each
+    row's max over raw scores, which is the max of the scaled ones only for a positive scale: any other raises."""
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if not 0 < scale < float("inf"):
+        raise AttentionError(f"attention: the softmax scale must be positive and finite, got {scale}")
+    cap = None if softcap is None or softcap == 0 else float(softcap)
+    if cap is not None and not abs(cap) < float("inf"):
+        raise AttentionError(f"attention: softcap must be finite, got {cap}")
+    return scale, cap
+
+
 def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
     sides = (None, None) if window is None else window
@@ -1100,8 +1112,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     for a query that sees no key), which is differentiable too. fp16/bf16 on CUDA, any float on CPU.
     """
     left, right = _window(causal, window)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    cap = None if softcap is None or softcap == 0 else float(softcap)
+    scale, cap = _scale_and_cap(q, scale, softcap)
     out, lse, _ = _attention_fwd(q, k, v, None, None, q.shape[1], k.shape[1], scale, cap, left, right)
     return (out, lse) if return_lse else out
 
@@ -1114,8 +1125,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] (int32, as FlashAttention's varlen API). Returns out
     (total_q, Hq, D) and with return_lse lse (Hq, total_q)."""
     left, right = _window(causal, window)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    cap = None if softcap is None or softcap == 0 else float(softcap)
+    scale, cap = _scale_and_cap(q, scale, softcap)
     _check_cu_seqlens(cu_seqlens_q, cu_seqlens_k, q.shape[0], k.shape[0], int(max_seqlen_q), int(max_seqlen_k))
     cu_q, cu_k = cu_seqlens_q.to(torch.int32), cu_seqlens_k.to(torch.int32)
     out, lse, _ = _attention_fwd(q, k, v, cu_q, cu_k, int(max_seqlen_q), int(max_seqlen_k), scale, cap, left, right)
@@ -1154,13 +1164,15 @@ class SDPAUnsupported(AttentionError):
     """An F.scaled_dot_product_attention call sdpa() cannot run with these kernels."""
 
 
-def _sdpa_misfit(query, key, value, attn_mask, dropout_p, enable_gqa) -> str | None:
+def _sdpa_misfit(query, key, value, attn_mask, dropout_p, enable_gqa, scale=None) -> str | None:
     """Why this call does not fit the kernels, or None; the first misfit of: options, shapes and heads,
     dtype and head dim (a call with several misfits is told the earliest)."""
     if attn_mask is not None:
         return "attn_mask is not supported (use is_causal, or attention(..., window=...))"
     if dropout_p:
         return "dropout_p > 0 is not supported"
+    if scale is not None and not 0 < float(scale) < float("inf"):
+        return f"scale {scale} is not supported (the kernels take a positive, finite one)"
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return f"(B, H, S, D) tensors expected, got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
     if key.shape != value.shape or query.shape[-1] != key.shape[-1] or query.shape[0] != key.shape[0]:
@@ -1180,7 +1192,7 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
     """Drop-in for F.scaled_dot_product_attention on (B, H, S, D) tensors, with its conventions
     (is_causal is top-left aligned there; converted here). Calls that do not fit (a mask, dropout,
     fp32 on CUDA, ...) raise SDPAUnsupported naming why, or with fallback=True go to PyTorch."""
-    why = _sdpa_misfit(query, key, value, attn_mask, dropout_p, enable_gqa)
+    why = _sdpa_misfit(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
     if why is not None:
         if fallback:
             return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
@@ -1188,7 +1200,7 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
         raise SDPAUnsupported(f"sdpa: {why}")
     sq, sk = query.shape[2], key.shape[2]
     right = (sq - sk) if is_causal else None  # top-left causal: key j <= query i, i.e. j <= i + off + (sq - sk)
-    scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
+    scale, _ = _scale_and_cap(query, scale, None)
     out, _, _ = _attention_fwd(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None, None, sq,
                                sk, scale, None, None, right)
     return out.transpose(1, 2)
@@ -1227,6 +1239,5 @@ class ModelNew(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                 scale: float | None = None, softcap: float | None = None,
                 window: tuple[int, int] | None = None) -> torch.Tensor:
-        scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-        cap = None if softcap is None or softcap == 0 else float(softcap)
+        scale, cap = _scale_and_cap(q, scale, softcap)
         return _AttentionFunction.apply(q, k, v, scale, cap, _window(causal, window))
