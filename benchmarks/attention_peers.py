@@ -303,7 +303,8 @@ def card_rows(data: dict, family: str, source: str) -> list[dict]:
                    and r["mode"] == mode and (r["b"], r["s"], r["h"], r["d"]) == HEADLINE}
             if not any(n in got for n in OURS):
                 continue
-            key = f"{mode} causal" if causal else mode  # TFLOP/s to 2 decimals: the table's integers round once
+            key = f"{mode} causal" if causal else mode
+            # TFLOP/s kept to 2 decimals, so the card table's integers are rounded once
             out.append({"date": env["date"], "gpu": env["gpu"], "torch": env["torch"], "triton": env["triton"],
                         "cutlass_dsl": env.get("cutlass_dsl"), "shape": "q, k, v (2, 8192, 16, 128) bf16, (B, S, H, D)",
                         "causal": causal, "mode": _MODES[mode],

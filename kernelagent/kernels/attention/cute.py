@@ -1768,8 +1768,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         buf = step % 2
         cute.autovec_copy(rDS, ctx["thr_sdp"].partition_C(ctx["sDS"][None, None, buf]))
         cute.arch.fence_view_async_shared()
-        if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ (waited next to the store instead, by
-            cute.arch.cp_async_bulk_wait_group(0, read=True)  # each warpgroup: 6.35 ms against 6.19, call 4)
+        if ctx["tidx"] % WG == 0:  # the last step's dQ part has left sdQ (waited next to the store instead, by each
+            cute.arch.cp_async_bulk_wait_group(0, read=True)  # warpgroup: 6.35 ms against 6.19, results 2026-12-04)
         cute.arch.barrier(barrier_id=DS_BARRIER, number_of_threads=self.num_wg * WG)
         acc_dQ = cute.make_rmem_tensor(ctx["q_shape"], Float32)
         _gemm(ctx["dq"], acc_dQ, ctx["tQrDS"][None, None, None, buf], ctx["tQrKt"], True)
