@@ -1,15 +1,19 @@
-"""Probe (H200): the CuTe DSL attention forward at other key-tile widths than its default (FA3 takes 176 keys a
-tile at head dim 128 and 192 at 64 without a causal mask), B=2 H=16 S=8192 bf16, causal and not: each
-setting's time (triton.testing.do_bench median, warmup 25 ms, rep 100 ms, L2 flushed) and its output against
-SDPA's (relative L2). Writes attention_fwd_tiles.json (benchmarks.common.write_result: $OUT or
-benchmarks/results).
+"""Probe (H200): the CuTe DSL attention forward under other settings of FlashFwdSm90 than its defaults, B=2 H=16
+S=8192 bf16, causal and not: each setting's time (triton.testing.do_bench median, warmup 25 ms, rep 100 ms, L2
+flushed) and its output against SDPA's (relative L2). KA_PROBE_VARIANTS picks a group: "tiles" (default), other
+key-tile widths (FA3 takes 176 keys a tile at head dim 128 and 192 at 64 without a causal mask); "exp", the
+softmax's exponent as one fma against a rounded base (`fma_exp`) and its row sums in four chains (`sum_tree`), each
+on and off; "lazy", those two against both with O's rescale skipped where no row's max moved (`lazy_rescale`), at
+head dims 128 and 64; the settings timed in turn over KA_PROBE_ROUNDS rounds (default 3) since one process's
+forward timings drift. Writes attention_fwd_<group>.json (benchmarks.common.write_result: $OUT or benchmarks/results).
 
-  source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_fwd_tiles.py
+  source .carry/setup.sh && PYTHONPATH=$PWD KA_PROBE_VARIANTS=exp python3 benchmarks/probes/attention_fwd_tiles.py
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,41 +29,60 @@ from benchmarks.common import write_result  # noqa: E402
 from kernelagent.kernels.attention import cute as ac  # noqa: E402
 
 B, S, H = 2, 8192, 16
-SETTINGS = {128: [(128, 2), (160, 2), (176, 2)], 64: [(128, 3), (192, 2)]}  # (tile_n, stages)
+# per group: head dim -> [(name, FlashFwdSm90 options)], and the rounds each setting is timed
+GROUPS = {
+    "tiles": ({128: [("n128", {"tile_n": 128, "stages": 2}), ("n160", {"tile_n": 160, "stages": 2}),
+                     ("n176", {"tile_n": 176, "stages": 2})],
+               64: [("n128", {"tile_n": 128, "stages": 3}), ("n192", {"tile_n": 192, "stages": 2})]}, 1),
+    "exp": ({128: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
+                   ("fma", {"fma_exp": True, "sum_tree": False, "lazy_rescale": False}),
+                   ("tree", {"fma_exp": False, "sum_tree": True, "lazy_rescale": False}),
+                   ("fma_tree", {"fma_exp": True, "sum_tree": True, "lazy_rescale": False})]},
+            int(os.environ.get("KA_PROBE_ROUNDS", "3"))),
+    "lazy": ({128: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
+                    ("fma_tree", {"fma_exp": True, "sum_tree": True, "lazy_rescale": False}),
+                    ("fma_tree_lazy", {"fma_exp": True, "sum_tree": True, "lazy_rescale": True})],
+              64: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
+                   ("fma_tree_lazy", {"fma_exp": True, "sum_tree": True, "lazy_rescale": True})]},
+             int(os.environ.get("KA_PROBE_ROUNDS", "3"))),
+}
+GROUP = os.environ.get("KA_PROBE_VARIANTS", "tiles")
 METHOD = "triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed) after a first (compiling) call"
 
 
-def _case(d: int, causal: bool, tile_n: int, stages: int, sdpa: torch.Tensor, qkv) -> dict:
+def _case(d: int, causal: bool, options: dict, sdpa: torch.Tensor, qkv) -> dict:
     base = ac._tiles
-    ac._tiles = lambda *a: {**base(*a), "tile_n": tile_n, "stages": stages}
+    ac._tiles = lambda *a: {**base(*a), **options}
     try:
         window = (None, 0) if causal else (None, None)
         call = lambda: ac.attention_forward(*qkv, d ** -0.5, None, window)  # noqa: E731
-        out = call()[0]
+        out, lse, _ = call()
         ms = _ms(call)
     finally:
         ac._tiles = base
     rel = float((out.double() - sdpa.double()).norm() / sdpa.double().norm())
     tflops = 4 * B * H * S * S * d / (2 if causal else 1) / ms / 1e9
-    return {"d": d, "causal": causal, "tile_n": tile_n, "stages": stages, "ms": ms, "tflops": tflops,
-            "rel_vs_sdpa": rel}
+    return {"d": d, "causal": causal, **options, "ms": ms, "tflops": tflops, "rel_vs_sdpa": rel,
+            "lse_sum": float(lse.double().sum())}
 
 
 def main() -> int:
     rows = []
-    for d, settings in SETTINGS.items():
+    settings, rounds = GROUPS[GROUP]
+    for d, named in settings.items():
         gen = torch.Generator(device="cuda").manual_seed(0)
         qkv = [torch.randn(B, S, H, d, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
         for causal in (False, True):
             sdpa = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in qkv), is_causal=causal).transpose(1, 2)
-            for tile_n, stages in settings:
-                try:
-                    rows.append(_case(d, causal, tile_n, stages, sdpa, qkv))
-                except Exception as e:  # noqa: BLE001 - a setting that fails is a row
-                    rows.append({"d": d, "causal": causal, "tile_n": tile_n, "stages": stages,
-                                 "error": f"{type(e).__name__}: {str(e)[:500]}"})
-                print(json.dumps(rows[-1]), flush=True)
-                write_result("attention_fwd_tiles", {"method": METHOD, "shape": [B, S, H], "rows": rows})
+            for rnd in range(rounds):
+                for name, options in named:
+                    try:
+                        row = _case(d, causal, options, sdpa, qkv)
+                    except Exception as e:  # noqa: BLE001 - a setting that fails is a row
+                        row = {"d": d, "causal": causal, **options, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+                    rows.append({"setting": name, "round": rnd, **row})
+                    print(json.dumps(rows[-1]), flush=True)
+                    write_result(f"attention_fwd_{GROUP}", {"method": METHOD, "shape": [B, S, H], "rows": rows})
     return 0
 
 

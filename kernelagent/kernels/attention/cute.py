@@ -792,9 +792,28 @@ def _quad_max(x: Float32) -> Float32:
 
 
 @cute.jit
+def _row_total(s_mn: cute.Tensor, r: cutlass.Constexpr) -> Float32:
+    """Sum of row r of an (M, N) accumulator view in four interleaved chains (a quarter of one chain's
+    dependent adds; N a multiple of 4)."""
+    n = cute.size(s_mn, mode=[1])
+    p0, p1, p2, p3 = s_mn[r, 0], s_mn[r, 1], s_mn[r, 2], s_mn[r, 3]
+    for c in cutlass.range_constexpr(4, n, 4):
+        p0, p1, p2, p3 = p0 + s_mn[r, c], p1 + s_mn[r, c + 1], p2 + s_mn[r, c + 2], p3 + s_mn[r, c + 3]
+    return (p0 + p1) + (p2 + p3)
+
+
+@cute.jit
 def _quad_sum(x: Float32) -> Float32:
     x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
     return x + cute.arch.shuffle_sync_bfly(x, offset=2)
+
+
+@dsl_user_op
+def _fma(a: Float32, b: Float32, c: Float32, *, loc=None, ip=None) -> Float32:
+    """a * b + c rounded once (fma.rn.f32): the DSL's LLVM does not contract a product and a sum itself."""
+    args = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c)]
+    return Float32(llvm.inline_asm(Float32.mlir_type, args, "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f",
+                                   has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
 
 
 @dsl_user_op
@@ -816,13 +835,16 @@ class FlashFwdSm90:
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 128, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, reverse: bool = False,
-                 overlap: bool = True):
+                 overlap: bool = True, fma_exp: bool = True, sum_tree: bool = True, lazy_rescale: bool = False):
         self.dtype = dtype
         self.d = head_dim
         self.tile_m, self.tile_n, self.stages = tile_m, tile_n, stages
         self.has_left, self.has_right, self.softcap, self.reverse = has_left, has_right, softcap, reverse
         self.num_wg = tile_m // 64  # math warpgroups, 64 query rows each
         self.overlap = overlap
+        self.fma_exp = fma_exp
+        self.sum_tree = sum_tree
+        self.lazy_rescale = lazy_rescale
         self.pingpong = overlap and self.num_wg == 2
         self.threads = WG * (self.num_wg + 1)  # + the producer warpgroup
         self.mma_regs, self.load_regs = REGS[self.num_wg]
@@ -1060,10 +1082,20 @@ class FlashFwdSm90:
             m_use = m_new
             if m_new == -Float32.inf:  # nothing seen yet in this row: keep exp2 finite
                 m_use = Float32(0.0)
-            rescale[r] = cute.math.exp2((m_prev - m_use) * factor, fastmath=True)
-            p = cute.math.exp2((s_mn[r, None].load() - m_use) * factor, fastmath=True)
+            if const_expr(self.fma_exp):
+                base = m_use * factor  # rounded once: every P of the row and the rescale use this value
+                rescale[r] = cute.math.exp2(m_prev * factor - base, fastmath=True)
+                for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                    s_mn[r, c] = cute.math.exp2(_fma(s_mn[r, c], factor, -base), fastmath=True)
+                p = s_mn[r, None].load()
+            else:
+                rescale[r] = cute.math.exp2((m_prev - m_use) * factor, fastmath=True)
+                p = cute.math.exp2((s_mn[r, None].load() - m_use) * factor, fastmath=True)
             s_mn[r, None].store(p)
-            row_sum[r] = row_sum[r] * rescale[r] + p.reduce(cute.ReductionOp.ADD, Float32.zero, 0)
+            if const_expr(self.sum_tree):
+                row_sum[r] = row_sum[r] * rescale[r] + _row_total(s_mn, r)
+            else:
+                row_sum[r] = row_sum[r] * rescale[r] + p.reduce(cute.ReductionOp.ADD, Float32.zero, 0)
             row_max[r] = m_new
         return rescale
 
@@ -1088,8 +1120,16 @@ class FlashFwdSm90:
     @cute.jit
     def _rescale_o(self, ctx, rescale: cute.Tensor):
         o_mn = _acc_mn(ctx["acc_O"])
-        for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
-            o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
+        if const_expr(self.lazy_rescale):  # skipped where no row's max moved (every factor exactly 1)
+            moved = rescale[0] != Float32(1.0)
+            for r in cutlass.range_constexpr(1, cute.size(o_mn, mode=[0])):
+                moved = moved | (rescale[r] != Float32(1.0))
+            if moved:
+                for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
+                    o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
+        else:
+            for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
+                o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
 
     @cute.jit
     def _to_p(self, ctx, acc_S: cute.Tensor):
@@ -1180,6 +1220,9 @@ class FlashFwdSm90:
             inv = 1.0 / total
             m_keep[r] = row_max[r]
             l_keep[r] = cute.math.log2(total, fastmath=False)
+            if const_expr(self.fma_exp):  # P was taken against base = max * factor rounded: the log2 sum
+                base = row_max[r] * factor  # against the exact product adds base's rounding, exactly
+                l_keep[r] = l_keep[r] - _fma(row_max[r], factor, -base)
             if total == 0.0 or total != total:
                 inv = Float32(0.0)
                 m_keep[r] = Float32(0.0)
