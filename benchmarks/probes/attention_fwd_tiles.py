@@ -1,13 +1,13 @@
 """Probe (H200): the CuTe DSL attention forward under other settings of FlashFwdSm90 than its defaults, B=2 H=16
 S=8192 bf16, causal and not: each setting's time (triton.testing.do_bench median, warmup 25 ms, rep 100 ms, L2
 flushed) and its output against SDPA's (relative L2). KA_PROBE_VARIANTS picks a group: "tiles" (default), other
-key-tile widths (FA3 takes 176 keys a tile at head dim 128 and 192 at 64 without a causal mask); "exp", the
-softmax's exponent as one fma against a rounded base (`fma_exp`) and its row sums in four chains (`sum_tree`), each
-on and off; "lazy", those two against both with O's rescale skipped where no row's max moved (`lazy_rescale`), at
-head dims 128 and 64; the settings timed in turn over KA_PROBE_ROUNDS rounds (default 3) since one process's
-forward timings drift. Writes attention_fwd_<group>.json (benchmarks.common.write_result: $OUT or benchmarks/results).
+key-tile widths (FA3 takes 176 keys a tile at head dim 128 and 192 at 64 without a causal mask). The groups "exp"
+and "lazy" of commit cbd8d81 timed its options `fma_exp`, `sum_tree` (since the kernel's only path) and
+`lazy_rescale` (removed as slower). Each setting is timed in turn over KA_PROBE_ROUNDS rounds (default 1), since
+one process's forward timings drift. Writes attention_fwd_<group>.json (benchmarks.common.write_result: $OUT or
+benchmarks/results).
 
-  source .carry/setup.sh && PYTHONPATH=$PWD KA_PROBE_VARIANTS=exp python3 benchmarks/probes/attention_fwd_tiles.py
+  source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_fwd_tiles.py
 """
 
 from __future__ import annotations
@@ -33,18 +33,8 @@ B, S, H = 2, 8192, 16
 GROUPS = {
     "tiles": ({128: [("n128", {"tile_n": 128, "stages": 2}), ("n160", {"tile_n": 160, "stages": 2}),
                      ("n176", {"tile_n": 176, "stages": 2})],
-               64: [("n128", {"tile_n": 128, "stages": 3}), ("n192", {"tile_n": 192, "stages": 2})]}, 1),
-    "exp": ({128: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
-                   ("fma", {"fma_exp": True, "sum_tree": False, "lazy_rescale": False}),
-                   ("tree", {"fma_exp": False, "sum_tree": True, "lazy_rescale": False}),
-                   ("fma_tree", {"fma_exp": True, "sum_tree": True, "lazy_rescale": False})]},
-            int(os.environ.get("KA_PROBE_ROUNDS", "3"))),
-    "lazy": ({128: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
-                    ("fma_tree", {"fma_exp": True, "sum_tree": True, "lazy_rescale": False}),
-                    ("fma_tree_lazy", {"fma_exp": True, "sum_tree": True, "lazy_rescale": True})],
-              64: [("exact", {"fma_exp": False, "sum_tree": False, "lazy_rescale": False}),
-                   ("fma_tree_lazy", {"fma_exp": True, "sum_tree": True, "lazy_rescale": True})]},
-             int(os.environ.get("KA_PROBE_ROUNDS", "3"))),
+               64: [("n128", {"tile_n": 128, "stages": 3}), ("n192", {"tile_n": 192, "stages": 2})]},
+              int(os.environ.get("KA_PROBE_ROUNDS", "1"))),
 }
 GROUP = os.environ.get("KA_PROBE_VARIANTS", "tiles")
 METHOD = "triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed) after a first (compiling) call"

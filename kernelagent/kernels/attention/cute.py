@@ -835,16 +835,13 @@ class FlashFwdSm90:
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 128, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, reverse: bool = False,
-                 overlap: bool = True, fma_exp: bool = True, sum_tree: bool = True, lazy_rescale: bool = False):
+                 overlap: bool = True):
         self.dtype = dtype
         self.d = head_dim
         self.tile_m, self.tile_n, self.stages = tile_m, tile_n, stages
         self.has_left, self.has_right, self.softcap, self.reverse = has_left, has_right, softcap, reverse
         self.num_wg = tile_m // 64  # math warpgroups, 64 query rows each
         self.overlap = overlap
-        self.fma_exp = fma_exp
-        self.sum_tree = sum_tree
-        self.lazy_rescale = lazy_rescale
         self.pingpong = overlap and self.num_wg == 2
         self.threads = WG * (self.num_wg + 1)  # + the producer warpgroup
         self.mma_regs, self.load_regs = REGS[self.num_wg]
@@ -1060,9 +1057,12 @@ class FlashFwdSm90:
     def _softmax(self, ctx, acc_S: cute.Tensor, n_block: Int32, mask: cutlass.Constexpr) -> cute.Tensor:
         """The mask, then the online softmax: acc_S becomes P (unnormalised), row max and partial sums
         are updated; returns the factor each row of O must be rescaled by. Scores stay raw (q.k) and
-        the scale enters the exponent, exp2((s - max) * scale_log2): s - max is exact, so P does not
-        inherit the rounding of scores near 1e4, and the backward recomputes the same P from
-        the same raw max. With a softcap the (bounded) scores go to log2 units first."""
+        the scale enters the exponent: P = exp2(s * factor - base), one fma, base = max * factor rounded
+        once a row. Every P of a row and the rescale between its blocks use the same rounded bases, so
+        base's rounding is a common factor of O's numerator and denominator; the epilogue adds it to the
+        stored log2 sum, so the backward, which recomputes P as exp2((s - max) * factor - l2) with s - max
+        exact, gets the forward's P without inheriting any rounding of scores near 1e4. With a softcap
+        the (bounded) scores go to log2 units first (factor 1)."""
         s_mn = _acc_mn(acc_S)
         row_max, row_sum = ctx["row_max"], ctx["row_sum"]
         rescale = cute.make_rmem_tensor(cute.size(row_max), Float32)
@@ -1082,20 +1082,14 @@ class FlashFwdSm90:
             m_use = m_new
             if m_new == -Float32.inf:  # nothing seen yet in this row: keep exp2 finite
                 m_use = Float32(0.0)
-            if const_expr(self.fma_exp):
-                base = m_use * factor  # rounded once: every P of the row and the rescale use this value
-                rescale[r] = cute.math.exp2(m_prev * factor - base, fastmath=True)
-                for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
-                    s_mn[r, c] = cute.math.exp2(_fma(s_mn[r, c], factor, -base), fastmath=True)
-                p = s_mn[r, None].load()
-            else:
-                rescale[r] = cute.math.exp2((m_prev - m_use) * factor, fastmath=True)
-                p = cute.math.exp2((s_mn[r, None].load() - m_use) * factor, fastmath=True)
-            s_mn[r, None].store(p)
-            if const_expr(self.sum_tree):
-                row_sum[r] = row_sum[r] * rescale[r] + _row_total(s_mn, r)
-            else:
-                row_sum[r] = row_sum[r] * rescale[r] + p.reduce(cute.ReductionOp.ADD, Float32.zero, 0)
+            # one fma an element against the row's base rounded once (FA3's form; exp2((s - max) * factor)
+            # took a subtraction more, 605 against 630 TFLOP/s in benchmarks/results/2026-12-04-h200/
+            # attention_fwd_lazy.json); the epilogue adds the base's rounding to the stored log2 sum
+            base = m_use * factor
+            rescale[r] = cute.math.exp2(m_prev * factor - base, fastmath=True)
+            for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                s_mn[r, c] = cute.math.exp2(_fma(s_mn[r, c], factor, -base), fastmath=True)
+            row_sum[r] = row_sum[r] * rescale[r] + _row_total(s_mn, r)
             row_max[r] = m_new
         return rescale
 
@@ -1119,17 +1113,9 @@ class FlashFwdSm90:
 
     @cute.jit
     def _rescale_o(self, ctx, rescale: cute.Tensor):
-        o_mn = _acc_mn(ctx["acc_O"])
-        if const_expr(self.lazy_rescale):  # skipped where no row's max moved (every factor exactly 1)
-            moved = rescale[0] != Float32(1.0)
-            for r in cutlass.range_constexpr(1, cute.size(o_mn, mode=[0])):
-                moved = moved | (rescale[r] != Float32(1.0))
-            if moved:
-                for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
-                    o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
-        else:
-            for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
-                o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
+        o_mn = _acc_mn(ctx["acc_O"])  # every step (skipped where no row's max moved it was slower: 602 TFLOP/s
+        for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):  # against 630, attention_fwd_lazy.json)
+            o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
 
     @cute.jit
     def _to_p(self, ctx, acc_S: cute.Tensor):
@@ -1220,9 +1206,9 @@ class FlashFwdSm90:
             inv = 1.0 / total
             m_keep[r] = row_max[r]
             l_keep[r] = cute.math.log2(total, fastmath=False)
-            if const_expr(self.fma_exp):  # P was taken against base = max * factor rounded: the log2 sum
-                base = row_max[r] * factor  # against the exact product adds base's rounding, exactly
-                l_keep[r] = l_keep[r] - _fma(row_max[r], factor, -base)
+            # P was taken against base = max * factor rounded: the log2 sum against the exact product adds
+            # base's rounding, base - max * factor, exactly (0 with a softcap: factor 1)
+            l_keep[r] = l_keep[r] - _fma(row_max[r], factor, -(row_max[r] * factor))
             if total == 0.0 or total != total:
                 inv = Float32(0.0)
                 m_keep[r] = Float32(0.0)
