@@ -817,6 +817,14 @@ def _fma(a: Float32, b: Float32, c: Float32, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def _mul_rn(a: Float32, b: Float32, *, loc=None, ip=None) -> Float32:
+    """a * b rounded (mul.rn.f32: never contracted into an fma with a later add, so every use sees one value)."""
+    args = [Float32(x).ir_value(loc=loc, ip=ip) for x in (a, b)]
+    return Float32(llvm.inline_asm(Float32.mlir_type, args, "mul.rn.f32 $0, $1, $2;", "=f,f,f",
+                                   has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
+
+
+@dsl_user_op
 def _bulk_add_f32(gmem_ptr: cute.Pointer, smem_ptr: cute.Pointer, size_bytes: int, *, loc=None, ip=None) -> None:
     """Add `size_bytes` of fp32 from shared memory into global memory in one asynchronous bulk copy
     (cp.reduce.async.bulk ... .add.f32, one bulk group; the caller commits and waits)."""
@@ -1085,8 +1093,8 @@ class FlashFwdSm90:
             # one fma an element against the row's base rounded once (FA3's form; exp2((s - max) * factor)
             # took a subtraction more, 605 against 630 TFLOP/s in benchmarks/results/2026-12-04-h200/
             # attention_fwd_lazy.json); the epilogue adds the base's rounding to the stored log2 sum
-            base = m_use * factor
-            rescale[r] = cute.math.exp2(m_prev * factor - base, fastmath=True)
+            base = _mul_rn(m_use, factor)
+            rescale[r] = cute.math.exp2(_mul_rn(m_prev, factor) - base, fastmath=True)  # the previous base
             for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
                 s_mn[r, c] = cute.math.exp2(_fma(s_mn[r, c], factor, -base), fastmath=True)
             row_sum[r] = row_sum[r] * rescale[r] + _row_total(s_mn, r)
@@ -1208,7 +1216,7 @@ class FlashFwdSm90:
             l_keep[r] = cute.math.log2(total, fastmath=False)
             # P was taken against base = max * factor rounded: the log2 sum against the exact product adds
             # base's rounding, base - max * factor, exactly (0 with a softcap: factor 1)
-            l_keep[r] = l_keep[r] - _fma(row_max[r], factor, -(row_max[r] * factor))
+            l_keep[r] = l_keep[r] - _fma(row_max[r], factor, -_mul_rn(row_max[r], factor))
             if total == 0.0 or total != total:
                 inv = Float32(0.0)
                 m_keep[r] = Float32(0.0)
