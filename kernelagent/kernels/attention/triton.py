@@ -741,19 +741,6 @@ FWD_DEFAULT = {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}  
 
 
 @triton.jit
-def _mul_rn(a, b, UPCAST: tl.constexpr):
-    """a * b rounded once and never contracted into an fma with a later add (mul.rn.f32), so the
-    forward's P and its rescale between key blocks see one base per row and that base's rounding
-    cancels between O's numerator and denominator; under the interpreter (UPCAST) numpy rounds each
-    product anyway."""
-    if UPCAST:
-        return a * b
-    else:
-        return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.float32,
-                                         is_pure=True, pack=1)
-
-
-@triton.jit
 def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0, sk, off,
                qk_scale, cap_scale, cap_log2, win_left, win_right,
                MASK: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
@@ -761,10 +748,9 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """Online softmax over key blocks [start, end) (block indices); MASK applies the window, the
     causal diagonal and the key-length mask element-wise. Scores stay raw (q.k) and the scale enters
-    the exponent: P = exp2(s * qk_scale - base), one fma, base = max * qk_scale rounded (_mul_rn);
-    the kernel adds base's rounding to the stored log2 sum, so the backward's exp2((s - max) * qk_scale
-    - l2), with s - max exact, does not inherit the rounding of scores near 1e4 (with a softcap the
-    scores are bounded and kept in log2 units). Query rows are m0 + local_m (see the note above)."""
+    the exponent, exp2((s - max) * qk_scale): s - max is exact, so P does not inherit the rounding of
+    scores near 1e4 (with a softcap the scores are bounded and kept in log2 units).
+    Query rows are m0 + local_m (see the note above)."""
     dtype = k_base.dtype.element_ty
     local_m = tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
@@ -799,13 +785,8 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
         else:
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = m_new
-        if SOFTCAP:  # log2 units already
-            p = tl.math.exp2(s - m_use[:, None])
-            alpha = tl.math.exp2(m_i - m_use)
-        else:  # one fma an element against the row's base, rounded once (the note above _mul_rn)
-            base = _mul_rn(m_use, factor, UPCAST)
-            p = tl.math.exp2(tl.fma(s, factor, -base[:, None]))
-            alpha = tl.math.exp2(_mul_rn(m_i, factor, UPCAST) - base)
+        p = tl.math.exp2((s - m_use[:, None]) * factor)
+        alpha = tl.math.exp2((m_i - m_use) * factor)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         if TMA:
@@ -894,8 +875,6 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         out = acc / tl.where(empty, 1.0, l_i)[:, None]
         m_keep = tl.where(empty, 0.0, m_i)  # raw scores (log2 units with a softcap)
         l_keep = tl.where(empty, float("inf"), tl.math.log2(tl.where(empty, 1.0, l_i)))
-        if not SOFTCAP:  # P was taken against base = max * qk_scale rounded: add that rounding, exactly
-            l_keep = l_keep - tl.fma(m_keep, qk_scale, -_mul_rn(m_keep, qk_scale, UPCAST))
         at = b64 * sl_b + h * sl_h + q_start + m0  # scalar; the rows are local_m past it
         if SOFTCAP:
             tl.store(LSE + at + local_m, (m_keep + l_keep) * _LN2_C, mask=row_ok)
