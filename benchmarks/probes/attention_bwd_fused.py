@@ -4,7 +4,9 @@ GEMMs), at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not, from one CuTe for
 (relative L2), each backward and the forward + backward through `attention` timed with
 triton.testing.do_bench (median, warmup 25 ms, rep 100 ms); the fused kernel's other settings (GROUPS,
 KA_PROBE_VARIANTS picks one: "ablations", the kernel without parts of its work (dQ's parts added from
-registers too in commit da2c159); "shared", the shared-dQ schedule), each timed with its dQ against the split's
+registers too in commit da2c159); "shared", the shared-dQ schedule; "pred_reds", the atomics predicated in both
+schedules (in the run of 2026-12-04-h200/attention_bwd_fused_pred_reds.json `pred_reds` was the default, so its
+fused_bwd is "pred_reds" here and "shared_dq" had it on), each timed with its dQ against the split's
 (options tried and removed as slower: `dq_together` of commit f3a923d, dQ's passes all issued before the first
 is stored; `dq_red="global"` and `late_wait` of commit da2c159; `late_best`, `lean_reds` and `lag`, with their
 groups, of commits f632d51, 1e2bee7 and 8c69ce8). Also dQ's error against float64 where the keys
@@ -46,6 +48,11 @@ GROUPS = {
     "shared": (1, [
         ("shared_dq", {"private_dq": False}), ("shared_dq_ablate_best", {"private_dq": False, "ablate": ("best",)}),
         ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
+    "pred_reds": (1, [
+        ("pred_reds", {"pred_reds": True}), ("no_pred_reds", {"pred_reds": False}),
+        ("shared_dq", {"private_dq": False, "pred_reds": True}),
+        ("shared_dq_no_pred_reds", {"private_dq": False, "pred_reds": False}),
+        ("shared_dq_ablate_best_rowsum", {"private_dq": False, "pred_reds": True, "ablate": ("best", "rowsum")})]),
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]

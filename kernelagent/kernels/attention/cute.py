@@ -825,6 +825,28 @@ def _mul_rn(a: Float32, b: Float32, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def _red_max_if_found(base: cute.Pointer, index: Int32, value: Int32, *, loc=None, ip=None) -> None:
+    """red.relaxed.gpu.global.max.s32 [base + 4 * index], value where value >= 0, predicated in one asm block:
+    no branch, so the code around it stays one basic block the compiler can schedule as a whole (the address
+    is formed inside, so no 64-bit addresses wait in registers for their atomics)."""
+    args = [base.llvm_ptr, Int32(index).ir_value(loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)]
+    llvm.inline_asm(
+        None, args, "{\n.reg .pred p;\n.reg .b64 a;\nsetp.ge.s32 p, $2, 0;\nmad.wide.s32 a, $1, 4, $0;\n"
+        "@p red.relaxed.gpu.global.max.s32 [a], $2;\n}", "l,r,r",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+@dsl_user_op
+def _red_add_f32_if(ptr: cute.Pointer, value: Float32, flag: Int32, *, loc=None, ip=None) -> None:
+    """red.relaxed.gpu.global.add.f32 [ptr], value where flag != 0, predicated in one asm block (a global
+    address: no generic-address fallback, no branch)."""
+    args = [ptr.llvm_ptr, Float32(value).ir_value(loc=loc, ip=ip), Int32(flag).ir_value(loc=loc, ip=ip)]
+    llvm.inline_asm(
+        None, args, "{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\n@p red.relaxed.gpu.global.add.f32 [$0], $1;\n}",
+        "l,f,r", has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+@dsl_user_op
 def _bulk_add_f32(gmem_ptr: cute.Pointer, smem_ptr: cute.Pointer, size_bytes: int, *, loc=None, ip=None) -> None:
     """Add `size_bytes` of fp32 from shared memory into global memory in one asynchronous bulk copy
     (cp.reduce.async.bulk ... .add.f32, one bulk group; the caller commits and waits)."""
@@ -1578,7 +1600,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, private_dq: bool = True,
-                 ablate: tuple = ()):
+                 ablate: tuple = (), pred_reds: bool = False):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1596,6 +1618,13 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # timing ablations for benchmarks/probes/attention_bwd_fused.py (wrong dQ; never in the op): "best"
         # drops the best-key search, "rowsum" the rounded dS's row sums, "reduce" dQ's reductions, "dq" dQ
         self.ablate = frozenset(ablate)
+        # pred_reds: the atomics of the best keys (unmasked steps) and of the row sums predicated inside their asm
+        # instead of behind a branch each, the search on s - m, which P takes anyway: the step's loop compiles to a
+        # third fewer instructions (729 against 1082 at d128). On the H200 the shared schedule with it took 6.07 ms
+        # (causal 3.22) against 6.12 (3.46) for the default, private without it; private with it 6.42 (3.43)
+        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json). Off by default until the
+        # verifier has run on it; with it the causal kernel spills 8 bytes (two loop-invariant values)
+        self.pred_reds = pred_reds
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
     @cute.jit
@@ -1842,9 +1871,13 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         """The row sums to the global ones (every column of the ones product holds the sum: each quad's
         first thread adds it)."""
         if const_expr("rowsum" not in self.ablate):
-            if ctx["tidx"] % 4 == 0:
-                rs = ctx["acc_out"][1][None, head, ctx["batch"]]
-                s_mn = _acc_mn(acc_rs)
+            rs = ctx["acc_out"][1][None, head, ctx["batch"]]
+            s_mn = _acc_mn(acc_rs)
+            if const_expr(self.pred_reds):
+                first = Int32(1) if ctx["tidx"] % 4 == 0 else Int32(0)
+                for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+                    _red_add_f32_if(rs.iterator + m_block * self.tile_m + ctx["r_mn"][r, 0][0], s_mn[r, 0], first)
+            elif ctx["tidx"] % 4 == 0:
                 for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
                     row = m_block * self.tile_m + ctx["r_mn"][r, 0][0]
                     cute.arch.red(rs.iterator + row, s_mn[r, 0], op="add", dtype="f32", sem="relaxed", scope="gpu")
@@ -1935,9 +1968,13 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             pick = Int32(-1)
             for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
                 s = s_mn[r, c]
-                p = cute.math.exp2((s - m2) * ctx["scale_log2"] - l2, fastmath=True)
+                diff = s - m2
+                p = cute.math.exp2(diff * ctx["scale_log2"] - l2, fastmath=True)
                 key = ctx["n_block"] * self.tile_n + c_mn[r, 0][0]
-                keep = s >= near
+                if const_expr(self.pred_reds):
+                    keep = diff >= -ctx["near"]
+                else:
+                    keep = s >= near
                 if const_expr(mask):
                     inside = key < ctx["seqlen_k"]
                     if const_expr(self.has_right):
@@ -1949,8 +1986,12 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
                 pick = key if keep else pick
                 s_mn[r, c] = p
             if const_expr("best" not in self.ablate):
-                if pick >= 0:
-                    cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed", scope="gpu")
+                if const_expr(self.pred_reds and not mask):  # masked steps keep the branches: predicated,
+                    _red_max_if_found(best.iterator, query, pick)  # their picks spilled (124 bytes causal)
+                else:
+                    if pick >= 0:
+                        cute.arch.red(best.iterator + query, pick, op="max", dtype="s32", sem="relaxed",
+                                      scope="gpu")
 
     @cute.jit
     def _reduce_dq(self, ctx, acc_dQ: cute.Tensor, m_block: Int32, head: Int32):
@@ -2477,7 +2518,7 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
 def _fused_tiles(d: int) -> dict:
     """The fused kernel's settings: the dK/dV tiles, private dQ parts (its faster schedule on the H200); Q
     and dO in a 2-stage ring at d = 128 (three stages do not fit in shared memory beside dS^T and dQ's part)."""
-    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True}
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True, "pred_reds": False}
 
 
 def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:
