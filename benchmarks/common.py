@@ -55,6 +55,19 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
+def load_module(path: Any, name: str) -> Any:
+    """A Python file imported as module `name` (registered in sys.modules): an older copy of a kernel file, say, to
+    time beside the current one in one process."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def median_ms(call: Any) -> float:
     """The probes' timing: one call first (compiles), then triton.testing.do_bench's median (warmup 25 ms, rep
     100 ms, L2 flushed before every call)."""

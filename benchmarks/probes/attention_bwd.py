@@ -9,23 +9,19 @@ the same run (e.g. `git show REV:kernelagent/kernels/attention/triton.py > old.p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import load_module as _load  # noqa: E402
+
 SOURCE = ROOT / "kernelagent" / "kernels" / "attention" / "triton.py"
 B, S, H, D = 2, 8192, 16, 128
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _timer(mod, q, k, v, do, out, stats, window):

@@ -10,7 +10,6 @@ BEFORE=path/to/an/older/triton.py names the older file (e.g. `git show REV:kerne
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -22,21 +21,13 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks.common import load_module, write_result  # noqa: E402
 from benchmarks.common import median_ms as _ms  # noqa: E402
-from benchmarks.common import write_result  # noqa: E402
 from kernelagent.kernels.attention import triton as current  # noqa: E402
 
 B, S, H = 2, 8192, 16
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed) after a first (compiling, "
           "autotuning) call; the versions timed in turn each round")
-
-
-def _load(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _picked(mod) -> str | None:
@@ -56,7 +47,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def main() -> int:
-    before = _load(os.environ["BEFORE"], "attention_triton_before")
+    before = load_module(os.environ["BEFORE"], "attention_triton_before")
     versions = {"before": before, "now": current}
     rounds = int(os.environ.get("KA_PROBE_ROUNDS", "3"))
     rows = []
