@@ -1143,8 +1143,10 @@ class FlashFwdSm90:
 
     @cute.jit
     def _rescale_o(self, ctx, rescale: cute.Tensor):
-        o_mn = _acc_mn(ctx["acc_O"])  # every step (skipped where no row's max moved it was slower: 602 TFLOP/s
-        for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):  # against 630, attention_fwd_lazy.json)
+        # every step: skipped where no row's max moved (a branch) it was slower, 602 TFLOP/s against 630
+        # (benchmarks/results/2026-12-04-h200/attention_fwd_lazy.json)
+        o_mn = _acc_mn(ctx["acc_O"])
+        for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
             o_mn[r, None].store(o_mn[r, None].load() * rescale[r])
 
     @cute.jit
@@ -1623,7 +1625,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # third fewer instructions (729 against 1082 at d128). On the H200 the shared schedule with it took 6.07 ms
         # (causal 3.22) against 6.12 (3.46) for the default, private without it; private with it 6.42 (3.43)
         # (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json). Off by default until the
-        # verifier has run on it; with it the causal kernel spills 8 bytes (two loop-invariant values)
+        # verifier has run on it; with it the causal kernel spills two loop-invariant values (8 bytes of stack)
         self.pred_reds = pred_reds
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
