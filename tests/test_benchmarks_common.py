@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from benchmarks.common import load_module
 
 
@@ -18,3 +20,11 @@ def test_two_copies_of_one_file_load_as_separate_modules(tmp_path):
     finally:
         sys.modules.pop("ka_test_copy_old", None)
         sys.modules.pop("ka_test_copy_new", None)
+
+
+def test_a_file_that_fails_to_import_leaves_no_module_behind(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(RuntimeError, match="boom"):
+        load_module(bad, "ka_test_copy_bad")
+    assert "ka_test_copy_bad" not in sys.modules

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def main() -> int:
                 for name, call in calls.items():
                     row["ms"][name].append(_ms(call))
             flops = 4 * B * H * S * S * d / (2 if causal else 1)
-            row["tflops_median"] = {name: flops / sorted(ms)[len(ms) // 2] / 1e9 for name, ms in row["ms"].items()}
+            row["tflops_median"] = {name: flops / statistics.median(ms) / 1e9 for name, ms in row["ms"].items()}
             row["picked"] = {name: _picked(mod) for name, mod in versions.items()}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -1,11 +1,11 @@
-"""Probe (H200): the CuTe DSL attention forward under other settings of FlashFwdSm90 than its defaults, B=2 H=16
-S=8192 bf16, causal and not: each setting's time (triton.testing.do_bench median, warmup 25 ms, rep 100 ms, L2
-flushed) and its output against SDPA's (relative L2). KA_PROBE_VARIANTS picks a group: "tiles" (default), other
-key-tile widths (FA3 takes 176 keys a tile at head dim 128 and 192 at 64 without a causal mask). The groups "exp"
-and "lazy" of commit cbd8d81 timed its options `fma_exp`, `sum_tree` (since the kernel's only path) and
-`lazy_rescale` (removed as slower). Each setting is timed in turn over KA_PROBE_ROUNDS rounds (default 1), since
-one process's forward timings drift. Writes attention_fwd_<group>.json (benchmarks.common.write_result: $OUT or
-benchmarks/results).
+"""Probe (H200): the CuTe DSL attention forward under other settings of FlashFwdSm90 than its defaults, B=2 H=16 S=8192
+bf16, causal and not: each setting's time (triton.testing.do_bench median, warmup 25 ms, rep 100 ms, L2 flushed) and
+its output against SDPA's (relative L2). KA_PROBE_VARIANTS picks a group: "tiles" (default), other key-tile widths
+(FA3 takes 176 keys a tile at head dim 128 and 192 at 64 without a causal mask). The groups "exp" and "lazy" of
+commit cbd8d81 timed its options `fma_exp`, `sum_tree` (the kernel's only path since, with the base rounded by
+mul.rn from 38c38a8) and `lazy_rescale` (removed as slower). Each setting is timed in turn over KA_PROBE_ROUNDS
+rounds (default 1), since one process's forward timings drift. Writes attention_fwd_<group>.json
+(benchmarks.common.write_result: $OUT or benchmarks/results).
 
   source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_fwd_tiles.py
 """

@@ -796,6 +796,7 @@ def _row_total(s_mn: cute.Tensor, r: cutlass.Constexpr) -> Float32:
     """Sum of row r of an (M, N) accumulator view in four interleaved chains (a quarter of one chain's
     dependent adds; N a multiple of 4)."""
     n = cute.size(s_mn, mode=[1])
+    assert n % 4 == 0 and n >= 4, f"_row_total takes rows of a multiple of 4 columns, got {n}"
     p0, p1, p2, p3 = s_mn[r, 0], s_mn[r, 1], s_mn[r, 2], s_mn[r, 3]
     for c in cutlass.range_constexpr(4, n, 4):
         p0, p1, p2, p3 = p0 + s_mn[r, c], p1 + s_mn[r, c + 1], p2 + s_mn[r, c + 2], p3 + s_mn[r, c + 3]
@@ -1113,8 +1114,9 @@ class FlashFwdSm90:
             if m_new == -Float32.inf:  # nothing seen yet in this row: keep exp2 finite
                 m_use = Float32(0.0)
             # one fma an element against the row's base rounded once (FA3's form; exp2((s - max) * factor)
-            # took a subtraction more, 605 against 630 TFLOP/s in benchmarks/results/2026-12-04-h200/
-            # attention_fwd_lazy.json); the epilogue adds the base's rounding to the stored log2 sum
+            # took a subtraction more: 605 against 630 TFLOP/s for this form with plain-product bases, commit
+            # cbd8d81, benchmarks/results/2026-12-04-h200/attention_fwd_lazy.json); the epilogue adds the
+            # base's rounding to the stored log2 sum
             base = _mul_rn(m_use, factor)
             rescale[r] = cute.math.exp2(_mul_rn(m_prev, factor) - base, fastmath=True)  # the previous base
             for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
@@ -1622,10 +1624,11 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         self.ablate = frozenset(ablate)
         # pred_reds: the atomics of the best keys (unmasked steps) and of the row sums predicated inside their asm
         # instead of behind a branch each, the search on s - m, which P takes anyway: the step's loop compiles to a
-        # third fewer instructions (729 against 1082 at d128). On the H200 the shared schedule with it took 6.07 ms
-        # (causal 3.22) against 6.12 (3.46) for the default, private without it; private with it 6.42 (3.43)
-        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json). Off by default until the
-        # verifier has run on it; with it the causal kernel spills two loop-invariant values (8 bytes of stack)
+        # third fewer instructions (729 against 1082 at d128). On the H200, timed once each in a fixed order, the
+        # shared schedule with it took 6.07 ms (causal 3.22) against 6.12 (3.46) for the default, private without
+        # it; private with it 6.42 (3.43) (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json).
+        # Off by default until alternating rounds confirm it and the verifier has run on it; with it the causal
+        # kernel spills two loop-invariant values (8 bytes of stack)
         self.pred_reds = pred_reds
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
