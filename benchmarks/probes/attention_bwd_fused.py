@@ -11,7 +11,8 @@ fused_bwd is "pred_reds" here and "shared_dq" had it on), each timed with its dQ
 is stored; `dq_red="global"` and `late_wait` of commit da2c159; `late_best`, `lean_reds` and `lag`, with their
 groups, of commits f632d51, 1e2bee7 and 8c69ce8). Also dQ's error against float64 where the keys
 sit far from 0 (k + 60: the case the centring is for), both backwards. Writes attention_bwd_fused.json
-(benchmarks.common.write_result: $OUT or benchmarks/results). KA_PROBE_D=128 limits the head dims.
+(benchmarks.common.write_result: $OUT or benchmarks/results). KA_PROBE_D=128 limits the head dims;
+KA_PROBE_ROUNDS=N times the settings in N alternating rounds, the shipped kernel among them (median and each round).
 
   source .carry/setup.sh && PYTHONPATH=$PWD KA_PROBE_VARIANTS=ablations python3 benchmarks/probes/attention_bwd_fused.py
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -56,6 +58,7 @@ GROUPS = {
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]
+ROUNDS = int(os.environ.get("KA_PROBE_ROUNDS", "1"))
 METHOD = ("triton.testing.do_bench median (warmup 25 ms, rep 100 ms, L2 flushed), after a first (compiling) "
           "call; backward TFLOP/s count 2.5x the forward's FLOPs, forward+backward 3.5x (FlashAttention's count)")
 
@@ -107,17 +110,26 @@ def _case(d: int, causal: bool) -> dict:
 
 
 def _variants(args, split, variants) -> dict:
-    """The fused kernel with other settings than its defaults: time and dQ against the split's."""
-    base, out = ac._fused_tiles, {}
-    for name, change in variants:
-        ac._fused_tiles = lambda d, c=change: {**base(d), **c}
-        try:
-            out[name] = {"ms": _ms(lambda: _backward(True, *args)),
-                         "rel_dq_vs_split": _rel(_backward(True, *args)[0], split[0])}
-        except Exception as e:  # noqa: BLE001 - a variant that fails is a note
-            out[name] = f"{type(e).__name__}: {str(e)[:300]}"
-        finally:
-            ac._fused_tiles = base
+    """The fused kernel with other settings than its defaults: dQ against the split's and the time, the median of
+    ROUNDS rounds that take the settings in turn (with several rounds "default", the kernel as it ships, is one of
+    them, so every setting has a baseline timed beside it)."""
+    named = ([("default", {})] if ROUNDS > 1 else []) + list(variants)
+    base, out, times = ac._fused_tiles, {}, {name: [] for name, _ in named}
+    for _ in range(ROUNDS):
+        for name, change in named:
+            if isinstance(out.get(name), str):  # it failed in an earlier round
+                continue
+            ac._fused_tiles = lambda d, c=change: {**base(d), **c}
+            try:
+                times[name].append(_ms(lambda: _backward(True, *args)))
+                out.setdefault(name, {"rel_dq_vs_split": _rel(_backward(True, *args)[0], split[0])})
+            except Exception as e:  # noqa: BLE001 - a variant that fails is a note
+                out[name] = f"{type(e).__name__}: {str(e)[:300]}"
+            finally:
+                ac._fused_tiles = base
+    for name, ms in times.items():
+        if isinstance(out.get(name), dict):
+            out[name].update(ms=statistics.median(ms), ms_rounds=ms)
     return out
 
 
