@@ -707,6 +707,34 @@ def attention_cpu_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, scale, softc
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
+# argument checks of the public entries (both backends take the same arguments)
+
+
+def _scale_and_cap(q: torch.Tensor, scale: float | None, softcap: float | None) -> tuple[float, float | None]:
+    """The softmax scale (1 / sqrt(D) by default) and the softcap (None for none, as 0 is). The kernels take each
+    row's max over raw scores, which is the max of the scaled ones only for a positive scale: any other raises."""
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if not 0 < scale < float("inf"):
+        raise AttentionError(f"attention: the softmax scale must be positive and finite, got {scale}")
+    cap = None if softcap is None or softcap == 0 else float(softcap)
+    if cap is not None and not abs(cap) < float("inf"):
+        raise AttentionError(f"attention: softcap must be finite, got {cap}")
+    return scale, cap
+
+
+def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
+    sides = (None, None) if window is None else window
+    if not isinstance(sides, (tuple, list)) or len(sides) != 2 or not all(
+            w is None or (isinstance(w, int) and not isinstance(w, bool)) for w in sides):
+        raise AttentionError(f"attention: window must be (left, right), two ints (negative or None: unbounded); "
+                             f"got {window!r}")
+    left, right = (None if w is None or w < 0 else w for w in sides)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return left, right
+
+
 # ==== end of the shared backward ====
 
 
@@ -1968,7 +1996,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             col = c_mn[0, c][1]
             m2 = sT[col, 0, stage]
             l2 = sT[col, 1, stage]
-            near = m2 - ctx["near"]
+            near = m2 - ctx["near"]  # the default's threshold (pred_reds compares s - m2 instead)
             query = m_block * self.tile_m + col
             pick = Int32(-1)
             for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
@@ -2683,31 +2711,6 @@ attention_cute_bwd = _register("attention_cute_bwd", _bwd_impl, _bwd_fake)
 
 
 # ------------------------------------------------------------------------------------ public API
-
-
-def _scale_and_cap(q: torch.Tensor, scale: float | None, softcap: float | None) -> tuple[float, float | None]:
-    """The softmax scale (1 / sqrt(D) by default) and the softcap (None for none, as 0 is). The kernels take each
-    row's max over raw scores, which is the max of the scaled ones only for a positive scale: any other raises."""
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    if not 0 < scale < float("inf"):
-        raise AttentionError(f"attention: the softmax scale must be positive and finite, got {scale}")
-    cap = None if softcap is None or softcap == 0 else float(softcap)
-    if cap is not None and not abs(cap) < float("inf"):
-        raise AttentionError(f"attention: softcap must be finite, got {cap}")
-    return scale, cap
-
-
-def _window(causal: bool, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
-    """(left, right) with None for unbounded; a negative public value means unbounded (FA's -1)."""
-    sides = (None, None) if window is None else window
-    if not isinstance(sides, (tuple, list)) or len(sides) != 2 or not all(
-            w is None or (isinstance(w, int) and not isinstance(w, bool)) for w in sides):
-        raise AttentionError(f"attention: window must be (left, right), two ints (negative or None: unbounded); "
-                             f"got {window!r}")
-    left, right = (None if w is None or w < 0 else w for w in sides)
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    return left, right
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, scale: float | None = None,
