@@ -38,23 +38,24 @@ from kernelagent.kernels.attention.reference import attention_reference  # noqa:
 
 B, S, H = 2, 8192, 16
 FWD_FLOPS = 4 * B * H * S * S  # times D; halved when causal
-# the fused kernel's other settings (FlashBwdFusedSm90's options), each stated in full, in groups (KA_PROBE_VARIANTS
-# names one; at D=64 only its first `d64` run). "ablate" options time the kernel without a part of its work (dQ
-# then wrong): where its time goes. (In the run of 2026-12-03 the fused default was the shared schedule and
-# private_dq a variant: its file's fused_bwd is "shared_dq" here, its "private_dq_parts" today's default.)
+# the fused kernel's other settings (FlashBwdFusedSm90's options), in groups (KA_PROBE_VARIANTS names one; at D=64
+# only its first `d64` run). Schedules and pred_reds are stated in full, so a group times the same kernels whatever
+# the default; "ablations" change the default only. "ablate" options time the kernel without a part of its work (dQ
+# then wrong): where its time goes. (In the run of 2026-12-03 the fused default was the shared schedule; from then
+# until 2026-12-04's pred_rounds file the private one without pred_reds; since, shared with pred_reds at d128.)
+PRIVATE, SHARED = {"private_dq": True, "pred_reds": False}, {"private_dq": False, "pred_reds": False}
 GROUPS = {
     "ablations": (0, [
         ("ablate_best", {"ablate": ("best",)}), ("ablate_rowsum", {"ablate": ("rowsum",)}),
         ("ablate_best_rowsum", {"ablate": ("best", "rowsum")}), ("ablate_reduce", {"ablate": ("reduce",)}),
         ("ablate_dq", {"ablate": ("dq",)})]),
     "shared": (1, [
-        ("shared_dq", {"private_dq": False}), ("shared_dq_ablate_best", {"private_dq": False, "ablate": ("best",)}),
-        ("shared_dq_ablate_best_rowsum", {"private_dq": False, "ablate": ("best", "rowsum")})]),
-    "pred_reds": (1, [
-        ("pred_reds", {"pred_reds": True}), ("no_pred_reds", {"pred_reds": False}),
-        ("shared_dq", {"private_dq": False, "pred_reds": True}),
-        ("shared_dq_no_pred_reds", {"private_dq": False, "pred_reds": False}),
-        ("shared_dq_ablate_best_rowsum", {"private_dq": False, "pred_reds": True, "ablate": ("best", "rowsum")})]),
+        ("shared_dq", SHARED), ("shared_dq_ablate_best", {**SHARED, "ablate": ("best",)}),
+        ("shared_dq_ablate_best_rowsum", {**SHARED, "ablate": ("best", "rowsum")})]),
+    "pred_reds": (4, [
+        ("pred_reds", {**PRIVATE, "pred_reds": True}), ("no_pred_reds", PRIVATE),
+        ("shared_dq", {**SHARED, "pred_reds": True}), ("shared_dq_no_pred_reds", SHARED),
+        ("shared_dq_ablate_best_rowsum", {**SHARED, "pred_reds": True, "ablate": ("best", "rowsum")})]),
 }
 D64_COUNT, VARIANTS = GROUPS[os.environ.get("KA_PROBE_VARIANTS", "shared")]
 HEAD_DIMS = [int(d) for d in os.environ.get("KA_PROBE_D", "128,64").split(",")]

@@ -517,7 +517,7 @@ def _compile_sm90(fn, constexprs: dict, warps: int, stages: int, ir: list | None
 
 
 FWD_BASE = {"HEAD_D": 128, "BLOCK_D": 128, "VARLEN": False, "HAS_LEFT": False, "HAS_RIGHT": True, "SOFTCAP": False,
-            "TMA": True, "UPCAST": False, "REVERSE": True, "MAX_D": 256}
+            "TMA": True, "UPCAST": False, "REVERSE": True, "EVEN_K": False, "MAX_D": 256}
 
 
 def _rows_shifted_twice(ttgir: str) -> tuple[set[int], list[str]]:
@@ -533,11 +533,13 @@ def _rows_shifted_twice(ttgir: str) -> tuple[set[int], list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [(128, 128, 8, 2, False), (128, 128, 4, 2, True)], ids=["plain", "warp-specialised"])
+@pytest.mark.parametrize("cfg", [(128, 128, 8, 2, False, False), (128, 128, 4, 2, True, False),
+                                 (128, 128, 4, 2, True, True)], ids=["plain", "warp-specialised", "ws-even-keys"])
 def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
-    bm, bn, warps, stages, ws = cfg
+    bm, bn, warps, stages, ws, even = cfg
     ir: list[str] = []
-    facts = _compile_sm90(tri._attn_fwd_kernel, dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws), warps, stages, ir)
+    cex = dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws, EVEN_K=even, HAS_RIGHT=not even, REVERSE=not even)
+    facts = _compile_sm90(tri._attn_fwd_kernel, cex, warps, stages, ir)
     assert facts["stack"] == 0 and facts["wgmma"] and facts["tma_load"], facts
     assert facts["shared"] <= 227 * 1024, facts
     if ws:  # a producer partition next to the math warps, registers moved between them
@@ -556,7 +558,7 @@ def test_warp_specialised_forward_configs_need_tma(tri):
     assert not any(c.kwargs["WS"] for c in without) and set(map(str, without)) < set(map(str, with_tma))
 
 
-BWD_BASE = {k: v for k, v in FWD_BASE.items() if k != "REVERSE"}
+BWD_BASE = {k: v for k, v in FWD_BASE.items() if k not in ("REVERSE", "EVEN_K")}
 
 
 @pytest.mark.slow
@@ -587,7 +589,7 @@ def test_interpreter_variant_compiles_for_sm90(tri, kernel):
     """What the CPU interpreter runs (UPCAST on the interpreter's tiles) the verifier compiles for sm_90 on CPU,
     and refuses the kernel if that fails (fp64 tl.dot products did, in Triton 3.6). One variant a kernel (a
     window, causal, softcap: every branch with a dot); its score product is fp32 at IEEE precision, not TF32."""
-    fn, tiles, extra = {"fwd": (tri._attn_fwd_kernel, tri.INTERP_FWD, {"REVERSE": True}),
+    fn, tiles, extra = {"fwd": (tri._attn_fwd_kernel, tri.INTERP_FWD, {"REVERSE": True, "EVEN_K": False}),
                         "dq": (tri._attn_dq_kernel, tri.INTERP_BWD, {"REVERSE": True, "HAS_DLSE": True}),
                         "dkdv": (tri._attn_dkdv_kernel, tri.INTERP_BWD, {})}[kernel]
     ir: list[str] = []

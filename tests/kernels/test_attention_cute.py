@@ -82,8 +82,8 @@ def test_forward_compiles_for_sm90a_in_every_variant(compiled):
 def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     """dK/dV and dQ in each case's variant: no spills, but for a few bytes in dK/dV with a softcap (its
     tanh pass runs with five register tiles live; the Triton backward spills there too). The fused
-    backward (cases without a softcap, its default private-dQ schedule): no spills either, its bulk
-    reduction in the PTX (the shared-dQ schedule spills 96-192 bytes at head dim 128)."""
+    backward (cases without a softcap, its default shared-dQ schedule with predicated atomics): its bulk
+    reduction in the PTX, no spills but two loop-invariant values (8 bytes) in the causal d128 kernel."""
     errors = [f"{c['case']}: {c['error']}" for c in compiled["backward"] if c["error"]]
     assert not errors, "\n\n".join(errors)
     fused_cases = [case for case in CASES if case[2] is None]
@@ -91,7 +91,8 @@ def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     fused = [c for c in compiled["compiles"] if "FlashBwdFusedSm90" in c["kernel"]]
     assert len(fused) == len(fused_cases) == len(compiled["fused_ptx"]), (fused, compiled["fused_ptx"])
     for c, case, facts in zip(fused, fused_cases, compiled["fused_ptx"].values(), strict=True):
-        assert c["registers"] and not c["spills"] and not c["stack_bytes"], (case, c)
+        allowed = 8 if case[1] == (None, 0) and case[0] == 128 else 0
+        assert c["registers"] and c["stack_bytes"] <= allowed and c["spills"] <= 4 * allowed, (case, c)
         assert facts and facts["bulk_reduce"] >= 1 and facts["wgmma"] >= 16, (case, facts)
     for name in ("FlashBwdDkDvSm90", "FlashBwdDqSm90"):
         kernels = [c for c in compiled["compiles"] if name in c["kernel"]]

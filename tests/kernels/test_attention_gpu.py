@@ -179,7 +179,8 @@ def _force(monkeypatch, tri, fwd=None, dkdv=None, dq=None) -> None:
             monkeypatch.setattr(tri, name, triton.autotune([cfg], key=[])(kernel))
 
 
-CONFIG_CASES = [(2, 1000, 1000, 4, 2, {}), (1, 700, 900, 2, 2, {"causal": True, "window": (300, -1)})]
+CONFIG_CASES = [(2, 1000, 1000, 4, 2, {}), (1, 700, 900, 2, 2, {"causal": True, "window": (300, -1)}),
+                (1, 384, 1024, 4, 4, {})]  # the last: whole key blocks, no mask (the forward's EVEN_K)
 
 
 def _case_errors(ref, tri, tag: str, case) -> list[str]:

@@ -1617,12 +1617,12 @@ class FlashBwdDkDvSm90:
 
 
 class FlashBwdFusedSm90(FlashBwdDkDvSm90):
-    """The backward in one kernel (FA3's five GEMMs a step instead of the split's seven; opt-in, see
+    """The backward in one kernel (FA3's five GEMMs a step instead of the split's seven; the default, see
     FUSED_BACKWARD): the dK/dV kernel, plus dQ. Each step's dS^T (16-bit, as dK's GEMM takes it) also goes
-    to shared memory; each math warpgroup's part of dQ over its own 64 keys, dS K, is a wgmma from there
-    (in passes of 64 columns), stored in fragment order and added by one bulk asynchronous reduction
-    (cp.reduce.async.bulk .add.f32) into a global fp32 accumulator, both warpgroups into the same rows
-    (private_dq; the shared schedule splits the head dim between them instead, after a barrier a step).
+    to shared memory. After a barrier a step, each math warpgroup computes dQ's part over all 128 keys for
+    one half of the head dim, dS K, by a wgmma from there, stores it in fragment order and adds it by one
+    bulk asynchronous reduction (cp.reduce.async.bulk .add.f32) into a global fp32 accumulator (the shared
+    schedule; with private_dq each warpgroup instead adds its own 64 keys' part over the whole head dim).
     dS times a ones tile (a 64 x 8 wgmma) gives the rows' sums of the rounded dS (added to a global row
     sum); each query's largest key index with P within a factor 2 of its largest (its best-scoring key or
     one as close) goes to a global max. A small Triton kernel then takes the rounding out around that key
@@ -1631,8 +1631,8 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     reductions across CTAs); dK and dV are not."""
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
-                 has_left: bool = False, has_right: bool = False, softcap: bool = False, private_dq: bool = True,
-                 ablate: tuple = (), pred_reds: bool = False):
+                 has_left: bool = False, has_right: bool = False, softcap: bool = False, private_dq: bool = False,
+                 ablate: tuple = (), pred_reds: bool = True):
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1655,8 +1655,12 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # third fewer instructions (729 against 1082 at d128). On the H200, timed once each in a fixed order, the
         # shared schedule with it took 6.07 ms (causal 3.22) against 6.12 (3.46) for the default, private without
         # it; private with it 6.42 (3.43) (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json).
-        # Off by default until alternating rounds confirm it and the verifier has run on it; with it the causal
-        # kernel spills two loop-invariant values (8 bytes of stack)
+        # In three alternating rounds (attention_bwd_fused_pred_rounds.json, the same results folder) shared with
+        # it took 6.18 ms (causal 3.31) against 6.26 (3.45) for private without it, the default until then, and
+        # 6.43 (3.50) shared without it, 6.52 (3.47) private with it: shared with it is the default at d128
+        # (_fused_tiles). The causal kernel then spills two loop-invariant values (8 bytes of stack). At d64 the
+        # private schedule without it stays the default: 4.18 ms (2.30) against 4.68 (2.47) shared with it and
+        # 4.33 (2.29) private with it (attention_bwd_fused_pred_rounds_d64.json).
         self.pred_reds = pred_reds
         self.ds_stages = 1 if private_dq else 2  # dS^T buffers (a private one is rewritten by its own WG only)
 
@@ -2549,9 +2553,11 @@ def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_
 
 
 def _fused_tiles(d: int) -> dict:
-    """The fused kernel's settings: the dK/dV tiles, private dQ parts (its faster schedule on the H200); Q
-    and dO in a 2-stage ring at d = 128 (three stages do not fit in shared memory beside dS^T and dQ's part)."""
-    return {"tile_m": 64, "tile_n": 128, "stages": 2 if d > 64 else 3, "private_dq": True, "pred_reds": False}
+    """The fused kernel's settings: the dK/dV tiles; at d = 128 the shared dQ schedule with predicated atomics,
+    at d = 64 the private one without (each its fastest on the H200: FlashBwdFusedSm90's notes); Q and dO in a
+    2-stage ring at d = 128 (three stages do not fit in shared memory beside dS^T and dQ's part)."""
+    wide = d > 64
+    return {"tile_m": 64, "tile_n": 128, "stages": 2 if wide else 3, "private_dq": not wide, "pred_reds": wide}
 
 
 def fused_backward(q, k, v, do, tab, dq, dk, dv, scale: float, window) -> None:

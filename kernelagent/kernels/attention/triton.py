@@ -836,8 +836,8 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
                      BUCKET_Q, BUCKET_K,
                      HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
                      HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, UPCAST: tl.constexpr,
-                     REVERSE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr,
-                     MAX_D: tl.constexpr):
+                     REVERSE: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     WS: tl.constexpr, MAX_D: tl.constexpr):
     pid_m = tl.program_id(0)
     if REVERSE:  # causal: the query blocks with the most keys first
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -882,10 +882,17 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        if WS:  # Triton 3.6's Hopper warp specialisation takes one loop: every block masked
-            acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi, m0,
-                                       sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
-                                       HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        if WS:  # Triton 3.6's Hopper warp specialisation takes one loop: every block masked, or none when
+            if EVEN_K:  # every key block is whole and nothing is windowed (no mask anywhere)
+                acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi,
+                                           m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False,
+                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
+                                           BLOCK_D)
+            else:
+                acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi,
+                                           m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
+                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
+                                           BLOCK_D)
         else:
             if HAS_LEFT:
                 acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo,
@@ -918,7 +925,8 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
 
 
 _FWD = _attn_fwd_kernel if INTERPRETING else triton.autotune(
-    _fwd_configs(), key=["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"],
+    _fwd_configs(), key=["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA",
+                          "EVEN_K"],
     prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=_tuning_bench)(_attn_fwd_kernel)
 
 
@@ -943,6 +951,11 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, cpu:
                              f"{q.dtype}, {k.dtype}, {v.dtype}")
     if not cpu and q.shape[-1] > 256:
         raise AttentionError(f"attention: head dim up to 256 is supported, got {q.shape[-1]}")
+
+
+def _even_keys(varlen: bool, max_k: int, has_left: bool, has_right: bool) -> bool:
+    """No key block needs a mask: one key length, a multiple of every BLOCK_N (128), and no window."""
+    return not varlen and max_k % 128 == 0 and not has_left and not has_right
 
 
 def _fwd_launch(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softcap: float | None,
@@ -984,7 +997,7 @@ def _fwd_launch(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softc
                stats.stride(0), max_q, max_k, hq, hq // hkv, qk_scale, cap_scale, cap_log2, win_l, win_r,
                _bucket(max_q), _bucket(max_k), HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l,
                HAS_RIGHT=has_r, SOFTCAP=softcap is not None, TMA=tma, UPCAST=INTERPRETING, REVERSE=causal_like,
-               **blocks)
+               EVEN_K=_even_keys(varlen, max_k, has_l, has_r), **blocks)
     return out, lse, stats
 
 
