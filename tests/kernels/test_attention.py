@@ -549,6 +549,17 @@ def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
         assert starts == {64} and not bad, "rows offset twice in a warp-specialised partition:\n" + "\n".join(bad)
 
 
+def test_even_keys_fit_every_forward_tile(tri):
+    """EVEN_K drops the forward's masks when the key length is a multiple of 128: every key tile the forward
+    may take (tuned, untuned, the interpreter's) must divide 128, or a partial block would go unmasked."""
+    tiles = {c.kwargs["BLOCK_N"] for c in tri._fwd_configs()} | {t[1] for t in tri.FWD_DEFAULT.values()}
+    tiles.add(tri.INTERP_FWD["BLOCK_N"])
+    assert tiles and all(128 % n == 0 for n in tiles), tiles
+    assert tri._even_keys(False, 1024, False, False) and not tri._even_keys(False, 1000, False, False)
+    assert not tri._even_keys(True, 1024, False, False) and not tri._even_keys(False, 1024, False, True)
+    assert not tri._even_keys(False, 1024, True, False)
+
+
 def test_warp_specialised_forward_configs_need_tma(tri):
     """Triton 3.6's warp specialisation fails (RuntimeError) on pointer loads: pruned without TMA."""
     configs = tri._fwd_configs()
