@@ -10,12 +10,16 @@ forward and of forward+backward at the short shape: the functions of most own ti
 attention_host_cost.json ($OUT or benchmarks/results).
 
   source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_host_cost.py
+
+With KA_PROBE_CAUSAL=1 it times only the forwards at S = 512 and 1024, causal and not, adding the GPU's kernel
+time a call (torch profiler): attention_host_cost_causal.json.
 """
 
 from __future__ import annotations
 
 import cProfile
 import io
+import os
 import pstats
 import sys
 import time
@@ -169,7 +173,56 @@ def _backward_parts() -> dict:
     return parts
 
 
+def _device_us(call, calls: int = 20) -> float:
+    """GPU microseconds a call: the kernels' durations the torch profiler records over `calls` calls."""
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    return sum(e.device_time for e in kernels) / calls
+
+
+def _causal_rows() -> list:
+    """KA_PROBE_CAUSAL=1: the forward at short sequences, causal and not (the sweep of 2026-12-04 timed the CuTe
+    one slower causal than not there): host microseconds a call, do_bench's median and the GPU's kernel time."""
+    rows = []
+    for b, s in ((32, 512), (16, 1024)):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, s, 16, 128, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        for causal in (False, True):
+            row: dict = {"b": b, "s": s, "h": 16, "d": 128, "causal": causal, "impls": {}}
+            for name, call in _causal_impls(q, k, v, causal).items():
+                try:
+                    row["impls"][name] = {"host_us": host_us(call), "do_bench_ms": median_ms(call),
+                                          "device_us": _device_us(call)}
+                except Exception as e:  # noqa: BLE001 - a peer that fails is a note
+                    row["impls"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def _causal_impls(q, k, v, causal: bool) -> dict:
+    from kernelagent.kernels.attention import cute as ac
+    from kernelagent.kernels.attention import triton as tri
+    out = {"triton": lambda: tri.attention(q, k, v, causal=causal),
+           "cute": lambda: ac.attention(q, k, v, causal=causal)}
+    try:
+        from flash_attn.cute import flash_attn_func
+        out["fa4"] = lambda: flash_attn_func(q, k, v, causal=causal)
+    except ImportError:
+        pass
+    return out
+
+
 def main() -> int:
+    if os.environ.get("KA_PROBE_CAUSAL"):
+        write_result("attention_host_cost_causal", {"calls": CALLS, "rows": _causal_rows()})
+        return 0
     rows = []
     for shape in SHAPES:
         rows.append(_shape(*shape))
