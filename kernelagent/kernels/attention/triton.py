@@ -882,17 +882,12 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        if WS:  # Triton 3.6's Hopper warp specialisation takes one loop: every block masked, or none when
-            if EVEN_K:  # every key block is whole and nothing is windowed (no mask anywhere)
-                acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi,
-                                           m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False,
-                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
-                                           BLOCK_D)
-            else:
-                acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi,
-                                           m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
-                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
-                                           BLOCK_D)
+        if WS:  # Triton 3.6's Hopper warp specialisation takes one loop (and gives up on a branch in it): every
+            # block masked, or none where every key block is whole and nothing is windowed (EVEN_K)
+            acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi, m0,
+                                       sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, not EVEN_K,
+                                       HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
+                                       BLOCK_D)
         else:
             if HAS_LEFT:
                 acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo,
