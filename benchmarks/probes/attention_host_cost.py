@@ -4,14 +4,16 @@ FA4's 454) and at the headline shape (B=2 H=16 S=8192).
 
 Per implementation (ours: Triton, CuTe DSL; peers: FA4, cuDNN SDPA): host microseconds a call (N calls
 issued back to back with no synchronisation, after warm-up; the GPU drains after) and do_bench's median;
-for the CuTe forward also its parts: building the kernel's arguments (from_dlpack of seven tensors, the
-scalars) and the compiled kernel's call alone; and where the CuTe op's host time goes (cProfile of the
+for the CuTe forward also its parts: building the kernel's arguments (base pointers and sizes; the DLPack
+tensors it passes strided inputs, for comparison), the compiled kernel's call alone, and the whole forward on
+dense and on strided q, k, v; and where the CuTe op's host time goes (cProfile of the
 forward and of forward+backward at the short shape: the functions of most own time). Writes
 attention_host_cost.json ($OUT or benchmarks/results).
 
   source .carry/setup.sh && PYTHONPATH=$PWD python3 benchmarks/probes/attention_host_cost.py
 
-With KA_PROBE_CAUSAL=1 it times only the forwards at S = 512 and 1024, causal and not, adding the GPU's kernel
+With KA_PROBE_FORWARD=1 it stops after the forwards (attention_host_cost_forward.json). With KA_PROBE_CAUSAL=1
+it times only the forwards at S = 512 and 1024, causal and not, adding the GPU's kernel
 time a call (torch profiler): attention_host_cost_causal.json.
 """
 
@@ -70,21 +72,34 @@ def _impls(q, k, v):
 
 
 def _cute_parts(q, k, v) -> dict:
-    """The CuTe forward's host work in parts: its arguments built, then the compiled kernel called alone."""
+    """The CuTe forward's host work in parts: its arguments built (base pointers and sizes, as it passes dense
+    tensors since the twentieth session, and the DLPack tensors it passes others), then the compiled kernel
+    called alone."""
     from kernelagent.kernels.attention import cute as ac
     ac.attention_forward(q, k, v, q.shape[-1] ** -0.5, None, (None, None))
+    b, s, h, d = q.shape
     out, lse, stats = torch.empty_like(q), *(torch.empty(n, dtype=torch.float32, device=q.device)
-                                              for n in ((q.shape[0], q.shape[2], q.shape[1]),
-                                                        (2, q.shape[0], q.shape[2], q.shape[1])))
+                                              for n in ((b, h, s), (2, b, h, s)))
+    scalars = [ac.Float32(1.0), ac.Float32(1.0), ac.Float32(1.0), ac.Int32(0), ac.Int32(0)]
 
     def args():
+        return [ac._ptr(q), ac._ptr(k), ac._ptr(v), ac._ptr(out), ac._ptr(lse, 4), ac._ptr(stats, 4), ac.Int32(b),
+                ac.Int32(s), ac.Int32(k.shape[1]), ac.Int32(h), ac.Int32(k.shape[2]), *scalars]
+
+    def dlpack_args():
         return [ac._to_cute(q), ac._to_cute(k), ac._to_cute(v), ac._to_cute(out), ac._to_cute(lse, 4),
-                ac._to_cute(stats[0], 4), ac._to_cute(stats[1], 4), ac.Float32(1.0), ac.Float32(1.0),
-                ac.Float32(1.0), ac.Int32(0), ac.Int32(0)]
-    compiled = next(c for key, c in ac._CACHE.items() if key[0] == q.dtype and key[1] == q.shape[-1])
+                ac._to_cute(stats[0], 4), ac._to_cute(stats[1], 4), *scalars]
+    compiled = next(c for key, c in ac._CACHE.items() if key[0] == q.dtype and key[1] == d and key[-1])
     built, stream = args(), ac._stream(q)
-    return {"arguments_us": host_us(args), "compiled_call_us": host_us(lambda: compiled(*built, stream)),
-            "attention_forward_us": host_us(lambda: ac.attention_forward(q, k, v, 0.1, None, (None, None)))}
+    strided = [torch.empty(b, t.shape[1], 2 * t.shape[2], d, dtype=t.dtype, device=t.device)[:, :, :t.shape[2]]
+               for t in (q, k, v)]
+    for src, dst in zip((q, k, v), strided, strict=True):
+        dst.copy_(src)
+    return {"arguments_us": host_us(args), "dlpack_arguments_us": host_us(dlpack_args),
+            "compiled_call_us": host_us(lambda: compiled(*built, stream)),
+            "attention_forward_us": host_us(lambda: ac.attention_forward(q, k, v, 0.1, None, (None, None))),
+            "attention_forward_strided_us": host_us(
+                lambda: ac.attention_forward(*strided, 0.1, None, (None, None)))}
 
 
 def _shape(b: int, s: int, h: int, d: int) -> dict:
@@ -224,10 +239,13 @@ def main() -> int:
         write_result("attention_host_cost_causal", {"calls": CALLS, "rows": _causal_rows()})
         return 0
     rows = []
+    forward_only = bool(os.environ.get("KA_PROBE_FORWARD"))
     for shape in SHAPES:
         rows.append(_shape(*shape))
         print(rows[-1], flush=True)
-        write_result("attention_host_cost", {"calls": CALLS, "rows": rows})
+        write_result("attention_host_cost" + ("_forward" if forward_only else ""), {"calls": CALLS, "rows": rows})
+    if forward_only:
+        return 0
     parts = _backward_parts()
     print(parts, flush=True)
     write_result("attention_host_cost", {"calls": CALLS, "rows": rows, "cute_paths_and_parts": parts})

@@ -49,7 +49,7 @@ import triton.language as tl
 from cutlass import Float32, Int32, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cute.nvgpu import cpasync, warpgroup
-from cutlass.cute.runtime import from_dlpack
+from cutlass.cute.runtime import from_dlpack, make_ptr
 from cutlass.cutlass_dsl import dsl_user_op
 from cutlass.utils import LayoutEnum
 
@@ -781,6 +781,16 @@ def _aligned(t):
     return cute.make_tensor(t.iterator, cute.make_layout(t.shape, stride=(*strides, t.stride[-1])))
 
 
+def _dense(ptr, shape: tuple):
+    """The row-major tensor of `shape` (dynamic sizes) at `ptr`, its strides 64-bit (a batch's offset can
+    pass 2^31 elements)."""
+    strides, step = [1], cutlass.Int64(1)
+    for n in reversed(shape[1:]):
+        step = step * n
+        strides.insert(0, step)
+    return cute.make_tensor(ptr, cute.make_layout(shape, stride=tuple(strides)))
+
+
 def _acc_mn(acc):
     """View an sm90 accumulator ((2, 2, V), M, N) as (rows, cols) = ((2, M), (2, V, N))."""
     lay = cute.make_layout(acc.layout.shape)
@@ -909,6 +919,26 @@ class FlashFwdSm90:
     def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
                  mM2: cute.Tensor, mL2: cute.Tensor, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
                  win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        """Any strides (DLPack tensors: every mode dynamic but the unit-stride last)."""
+        self._launch(mQ, mK, mV, mO, mLSE, mM2, mL2, scale_log2, cap_scale, cap_log2, win_left, win_right, stream)
+
+    @cute.jit
+    def call_dense(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pO: cute.Pointer,
+                   pLSE: cute.Pointer, pStats: cute.Pointer, b: Int32, sq: Int32, sk: Int32, hq: Int32, hkv: Int32,
+                   scale_log2: Float32, cap_scale: Float32, cap_log2: Float32, win_left: Int32, win_right: Int32,
+                   stream: cuda.CUstream):
+        """Row-major q, k, v, out (B, S, H, D), lse and the statistics' two planes (B, H, S) given by base
+        pointers and sizes: what a call passes costs the host a fraction of DLPack tensors."""
+        rows = cutlass.Int64(b) * hq * sq  # the second statistics plane's offset
+        self._launch(_dense(pQ, (b, sq, hq, self.d)), _dense(pK, (b, sk, hkv, self.d)),
+                     _dense(pV, (b, sk, hkv, self.d)), _dense(pO, (b, sq, hq, self.d)), _dense(pLSE, (b, hq, sq)),
+                     _dense(pStats, (b, hq, sq)), _dense(pStats + rows, (b, hq, sq)), scale_log2, cap_scale,
+                     cap_log2, win_left, win_right, stream)
+
+    @cute.jit
+    def _launch(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
+                mM2: cute.Tensor, mL2: cute.Tensor, scale_log2: Float32, cap_scale: Float32, cap_log2: Float32,
+                win_left: Int32, win_right: Int32, stream: cuda.CUstream):
         # (B, S, H, D) -> (S, D, H, B); lse and the two statistics (B, H, S) -> (S, H, B)
         mQ, mK, mV, mO = [cute.make_tensor(t.iterator, cute.select(_aligned(t).layout, mode=[1, 3, 2, 0]))
                           for t in (mQ, mK, mV, mO)]
@@ -2370,6 +2400,15 @@ def _to_cute(t: torch.Tensor, align: int = 16):
     return from_dlpack(t.detach(), assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
 
 
+_ELEMENT = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: Float32}
+
+
+def _ptr(t: torch.Tensor, align: int = 16):
+    """t's base address as a CuTe global pointer (about a microsecond of host time; from_dlpack with its
+    dynamic layout takes several), `align` as in _to_cute."""
+    return make_ptr(_ELEMENT[t.dtype], t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
+
+
 def _stream(t: torch.Tensor) -> cuda.CUstream:
     return cuda.CUstream(torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0)
 
@@ -2419,13 +2458,20 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
     flags = dict(_tiles(d), has_left=has_l, has_right=has_r, softcap=softcap is not None,
                  reverse=has_r and win_r <= 0, overlap=overlap)
-    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(out), _to_cute(lse, 4), _to_cute(stats[0], 4),
-            _to_cute(stats[1], 4), Float32(qk_scale), Float32(cap_scale), Float32(cap_log2), Int32(win_l), Int32(win_r)]
+    dense = q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+    if dense:  # pointers and sizes (host time: benchmarks/results/2026-12-04-h200/attention_host_cost*.json)
+        tensors = [_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse, 4), _ptr(stats, 4), Int32(b), Int32(sq),
+                   Int32(k.shape[1]), Int32(hq), Int32(k.shape[2])]
+    else:
+        tensors = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(out), _to_cute(lse, 4), _to_cute(stats[0], 4),
+                   _to_cute(stats[1], 4)]
+    args = [*tensors, Float32(qk_scale), Float32(cap_scale), Float32(cap_log2), Int32(win_l), Int32(win_r)]
     stream = _stream(q)
-    key = (q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    key = (q.dtype, d, q.device.type, tuple(sorted(flags.items())), dense)
     compiled = _CACHE.get(key)
     if compiled is None:
-        compiled = cute.compile(FlashFwdSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        kernel = FlashFwdSm90(_cute_dtype(q.dtype), d, **flags)
+        compiled = cute.compile(kernel.call_dense if dense else kernel, *args, stream)
         _CACHE[key] = compiled
     compiled(*args, stream)
     return out, lse, stats
