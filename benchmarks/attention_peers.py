@@ -308,9 +308,9 @@ def card_rows(data: dict, family: str, source: str) -> list[dict]:
             out.append({"date": env["date"], "gpu": env["gpu"], "torch": env["torch"], "triton": env["triton"],
                         "cutlass_dsl": env.get("cutlass_dsl"), "shape": "q, k, v (2, 8192, 16, 128) bf16, (B, S, H, D)",
                         "causal": causal, "mode": _MODES[mode],
-                        "tflops": {n: round(got[n]["tflops"], 2) for n in OURS if n in got},
+                        "tflops": {n: round(got[n]["tflops"], 4) for n in OURS if n in got},
                         "median_ms": {n: round(got[n]["median_ms"], 4) for n in OURS if n in got},
-                        "peers_tflops": {n: round(r["tflops"], 2) for n, r in got.items() if n not in OURS},
+                        "peers_tflops": {n: round(r["tflops"], 4) for n, r in got.items() if n not in OURS},
                         "peers_ms": {n: round(r["median_ms"], 4) for n, r in got.items() if n not in OURS},
                         "targets_tflops": {n: TARGETS[n].get(key) for n in OURS},
                         "method": data["method"], "source": source, "sweep": sweep})

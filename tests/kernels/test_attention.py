@@ -506,12 +506,14 @@ def _compile_sm90(fn, constexprs: dict, warps: int, stages: int, ir: list | None
     cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ka_attention_{os.getpid()}.cubin"
     cubin.write_bytes(ck.asm["cubin"])
     usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
+    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
     cubin.unlink()
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
     ptx = ck.asm["ptx"]
     if ir is not None:
         ir.append(ck.asm["ttgir"])
     return {"regs": int(regs), "stack": int(stack), "wgmma": "wgmma.mma_async" in ptx, "warps": ck.metadata.num_warps,
+            "sass": len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", sass, re.M)),
             "tma_load": "cp.async.bulk.tensor" in ptx, "tma_reduce": "cp.reduce.async.bulk.tensor" in ptx,
             "setmaxnreg": "setmaxnreg" in ptx, "shared": ck.metadata.shared}
 
@@ -549,6 +551,16 @@ def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
         assert starts == {64} and not bad, "rows offset twice in a warp-specialised partition:\n" + "\n".join(bad)
 
 
+@pytest.mark.slow
+def test_even_keys_take_the_masks_out_of_the_warp_specialised_loop(tri):
+    """Non-causal, no window: with EVEN_K the warp-specialised forward (one loop for every key block) compiles
+    without the mask's compares and selects, so to fewer instructions, still partitioned and without spills."""
+    base = dict(FWD_BASE, BLOCK_M=128, BLOCK_N=128, WS=True, HAS_RIGHT=False, REVERSE=False)
+    masked, even = (_compile_sm90(tri._attn_fwd_kernel, dict(base, EVEN_K=e), 4, 2) for e in (False, True))
+    assert even["warps"] > 4 and even["stack"] == 0 and masked["sass"] > 0, (masked, even)
+    assert even["sass"] < masked["sass"], (masked, even)
+
+
 def test_even_keys_fit_every_forward_tile(tri):
     """EVEN_K drops the forward's masks when the key length is a multiple of 128: every key tile the forward
     may take (tuned, untuned, the interpreter's) must divide 128, or a partial block would go unmasked."""
@@ -556,6 +568,7 @@ def test_even_keys_fit_every_forward_tile(tri):
     tiles.add(tri.INTERP_FWD["BLOCK_N"])
     assert tiles and all(128 % n == 0 for n in tiles), tiles
     assert tri._even_keys(False, 1024, False, False) and not tri._even_keys(False, 1000, False, False)
+    assert not tri._even_keys(False, 192, False, False)  # a multiple of 64 but not of 128
     assert not tri._even_keys(True, 1024, False, False) and not tri._even_keys(False, 1024, False, True)
     assert not tri._even_keys(False, 1024, True, False)
 

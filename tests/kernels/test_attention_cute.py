@@ -6,8 +6,9 @@
   hooks installed, launches skipped): causal and not, head dims 64 and 128, fp16 and bf16, a window
   with softcap, the overlapped (ping-pong) and plain schedules; ptxas registers and spills, and
   what the forward's PTX holds (wgmma, TMA loads, setmaxnreg, the named barriers of the ping-pong);
-  the backward's dK/dV and dQ kernels in the same variants (registers and spills), and the opt-in
-  fused backward kernel in those without a softcap (no spills, its bulk reduction in the PTX).
+  the backward's dK/dV and dQ kernels in the same variants (registers and spills), and the default
+  fused backward kernel in those without a softcap (its bulk reduction in the PTX; no spills but 8 bytes of
+  stack in the causal d128 kernel); the forward launched by pointers (row-major) and by DLPack tensors.
 Numerics need the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -71,10 +72,21 @@ def test_forward_compiles_for_sm90a_in_every_variant(compiled):
     errors = [f"{c['case']}: {c['error']}" for c in compiled["cases"] if c["error"]]
     assert not errors, "\n\n".join(errors)
     assert all(c["launches"] == 1 for c in compiled["cases"]), compiled["cases"]
+    assert compiled["strided"] == {"error": None, "launches": 1}, compiled["strided"]
     forward = [c for c in compiled["compiles"] if "FlashFwdSm90" in c["kernel"]]
-    assert len(forward) == len(CASES)
+    assert len(forward) == len(CASES) + 1  # the cases by pointers (row-major), then the first by DLPack tensors
     for c in forward:
         assert c["registers"] and not c["spills"] and not c["stack_bytes"], c
+    assert forward[-1]["registers"] == forward[0]["registers"] and forward[-1]["kernel"] != forward[0]["kernel"]
+
+
+@pytest.mark.cute
+def test_fused_backward_settings_per_head_dim():
+    """What the card and FlashBwdFusedSm90's notes say ships (each the faster on the H200, in alternating
+    rounds): at d128 the shared dQ schedule with predicated atomics, at d64 the private one without."""
+    from kernelagent.kernels.attention import cute as ac
+    chosen = {d: {k: ac._fused_tiles(d)[k] for k in ("private_dq", "pred_reds")} for d in (64, 128)}
+    assert chosen == {64: {"private_dq": True, "pred_reds": False}, 128: {"private_dq": False, "pred_reds": True}}
 
 
 @pytest.mark.cute
@@ -158,6 +170,17 @@ def _child() -> None:
             cases.append({"case": [d, window, cap, overlap, dtype], "shape": [b, sq, sk, hq, hkv], "error": error,
                           "launches": stats["cute_launches_skipped"] - before})
             ptx[str(cases[-1]["case"])] = _ptx_facts(dump)
+        d, window, cap, overlap, dtype, (b, sq, sk, hq, hkv) = CASES[0]  # again, strided: the DLPack launch
+        dt = getattr(torch, dtype)
+        q = torch.randn(b, sq, 2 * hq, d, dtype=dt)[:, :, :hq]
+        k = torch.randn(b, sk, 2 * hkv, d, dtype=dt)[:, :, :hkv]
+        before = stats["cute_launches_skipped"]
+        try:
+            ac.attention_forward(q, k, k, d ** -0.5, cap, window, overlap=overlap)
+            error = None
+        except Exception as e:  # noqa: BLE001 - reported, the test names it
+            error = f"{type(e).__name__}: {cs.clean_error(str(e))[:1500]}\n{traceback.format_exc()[-1500:]}"
+        strided = {"error": error, "launches": stats["cute_launches_skipped"] - before}
         for d, window, cap, _, dtype, (b, sq, sk, hq, hkv) in CASES:  # the backward's two kernels
             dt = getattr(torch, dtype)
             q = torch.randn(b, sq, hq, d, dtype=dt)
@@ -179,7 +202,7 @@ def _child() -> None:
     compiles = [{k: c.get(k) for k in ("kernel", "registers", "spills", "stack_bytes", "compile_seconds")}
                 for c in stats.get("cute_compiles", [])]
     print("JSON:" + json.dumps({"cases": cases, "backward": backward, "compiles": compiles, "ptx": ptx,
-                                "fused_ptx": fused_ptx}))
+                                "fused_ptx": fused_ptx, "strided": strided}))
 
 
 if __name__ == "__main__":

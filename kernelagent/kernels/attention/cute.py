@@ -17,8 +17,9 @@ epilogue writes O / rowsum and the log-sum-exp straight from registers.
 Backward (default, FUSED_BACKWARD): one fused CuTe kernel, FA3's five GEMMs a step. One CTA per (128 keys,
 kv head, batch) keeps K, V and the dK, dV accumulators on chip while Q and dO blocks of every query head of the
 group stream past (keys on rows: S^T = K Q^T, dP^T = V dO^T from shared memory, dV += P^T dO and dK += dS^T Q
-with register operands); each math warpgroup's part of dQ over its own 64 keys is a wgmma from dS^T in shared
-memory, added across key blocks in fp32 by bulk reductions into a global accumulator, then a Triton post-pass
+with register operands); dQ's part of a step is a wgmma from dS^T in shared memory (at d128 each math warpgroup
+takes half the head dim over all 128 keys, at d64 its own 64 keys over the whole head dim: _fused_tiles),
+added across key blocks in fp32 by bulk reductions into a global accumulator, then a Triton post-pass
 centres (the rounding's sum taken out around each row's best-scoring key), scales and rounds it. The split
 backward (no atomics, deterministic: with a softcap, or when torch's deterministic algorithms are on): a dK/dV
 kernel as above and a dQ kernel, one CTA per (128 queries, head, batch) as the forward with K and V streaming
@@ -28,7 +29,8 @@ triton.py and checked by a test) serves the CPU interpreter and stays for compar
 Varlen batches are Triton-only (triton.py).
 
 Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
-any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles): shapes are dynamic.
+any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles, and for the forward whether q, k, v are
+row-major: then passed as base pointers and sizes, else as DLPack tensors): shapes are dynamic.
 Order: shared backward block -> CuTe helpers -> forward kernel class -> backward kernel classes (dK/dV,
 fused, dQ) -> host launcher -> custom ops -> public API -> ModelNew.
 """
@@ -1663,6 +1665,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     def __init__(self, dtype, head_dim: int, tile_m: int = 64, tile_n: int = 128, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, private_dq: bool = False,
                  ablate: tuple = (), pred_reds: bool = True):
+        # the defaults are the d128 settings; _fused_tiles picks them per head dim (d64: private, no pred_reds)
         assert not softcap, "the fused backward takes no softcap"
         super().__init__(dtype, head_dim, tile_m, tile_n, stages, has_left, has_right, False)
         # private_dq: each warpgroup's dQ part over its own 64 keys only (the full head dim in passes of
@@ -1683,8 +1686,9 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
         # pred_reds: the atomics of the best keys (unmasked steps) and of the row sums predicated inside their asm
         # instead of behind a branch each, the search on s - m, which P takes anyway: the step's loop compiles to a
         # third fewer instructions (729 against 1082 at d128). On the H200, timed once each in a fixed order, the
-        # shared schedule with it took 6.07 ms (causal 3.22) against 6.12 (3.46) for the default, private without
-        # it; private with it 6.42 (3.43) (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json).
+        # shared schedule with it took 6.07 ms (causal 3.22) against 6.12 (3.46) for the then default, private
+        # without it; private with it 6.42 (3.43)
+        # (benchmarks/results/2026-12-04-h200/attention_bwd_fused_pred_reds.json).
         # In three alternating rounds (attention_bwd_fused_pred_rounds.json, the same results folder) shared with
         # it took 6.18 ms (causal 3.31) against 6.26 (3.45) for private without it, the default until then, and
         # 6.43 (3.50) shared without it, 6.52 (3.47) private with it: shared with it is the default at d128
@@ -2030,7 +2034,7 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             col = c_mn[0, c][1]
             m2 = sT[col, 0, stage]
             l2 = sT[col, 1, stage]
-            near = m2 - ctx["near"]  # the default's threshold (pred_reds compares s - m2 instead)
+            near = m2 - ctx["near"]  # the threshold without pred_reds (with it: s - m2 against -near)
             query = m_block * self.tile_m + col
             pick = Int32(-1)
             for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
