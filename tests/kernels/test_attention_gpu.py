@@ -96,7 +96,8 @@ def _fused(monkeypatch, private: bool) -> None:
     mod = backend("cute")
     tiles = mod._fused_tiles
     monkeypatch.setattr(mod, "FUSED_BACKWARD", True)
-    monkeypatch.setattr(mod, "_fused_tiles", lambda d: {**tiles(d), "private_dq": private})
+    # each schedule with the atomics it ships with (shared: pred_reds at d128; private: without, at d64)
+    monkeypatch.setattr(mod, "_fused_tiles", lambda d: {**tiles(d), "private_dq": private, "pred_reds": not private})
 
 
 @pytest.mark.parametrize("case", [c for c in SMALL if "softcap" not in c[7]], ids=lambda c: f"{c[:6]}-{sorted(c[7])}")
