@@ -505,15 +505,15 @@ def _compile_sm90(fn, constexprs: dict, warps: int, stages: int, ir: list | None
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ka_attention_{os.getpid()}.cubin"
     cubin.write_bytes(ck.asm["cubin"])
-    usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], capture_output=True, text=True).stdout
-    sass = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True).stdout
+    usage = subprocess.run([str(tool), "--dump-resource-usage", "-sass", str(cubin)], capture_output=True,
+                           text=True).stdout  # one call: the resource line and the SASS listing
     cubin.unlink()
     regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
     ptx = ck.asm["ptx"]
     if ir is not None:
         ir.append(ck.asm["ttgir"])
     return {"regs": int(regs), "stack": int(stack), "wgmma": "wgmma.mma_async" in ptx, "warps": ck.metadata.num_warps,
-            "sass": len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", sass, re.M)),
+            "sass": len(re.findall(r"^\s+/\*[0-9a-f]{4,6}\*/", usage, re.M)),
             "tma_load": "cp.async.bulk.tensor" in ptx, "tma_reduce": "cp.reduce.async.bulk.tensor" in ptx,
             "setmaxnreg": "setmaxnreg" in ptx, "shared": ck.metadata.shared}
 

@@ -2393,8 +2393,13 @@ def _tiles(d: int) -> dict:
     return {"tile_m": 128, "tile_n": 128, "stages": 2 if d > 64 else 3}
 
 
+_ELEMENT = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: Float32}
+
+
 def _cute_dtype(dtype: torch.dtype):
-    return {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
+    """CuTe's element type for a torch dtype: the inputs' 16-bit ones (_check_cute allows no other), Float32
+    for the fp32 buffers _ptr passes."""
+    return _ELEMENT[dtype]
 
 
 def _to_cute(t: torch.Tensor, align: int = 16):
@@ -2404,13 +2409,10 @@ def _to_cute(t: torch.Tensor, align: int = 16):
     return from_dlpack(t.detach(), assumed_align=align).mark_layout_dynamic(leading_dim=t.dim() - 1)
 
 
-_ELEMENT = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: Float32}
-
-
 def _ptr(t: torch.Tensor, align: int = 16):
     """t's base address as a CuTe global pointer (about a microsecond of host time; from_dlpack with its
     dynamic layout takes several), `align` as in _to_cute."""
-    return make_ptr(_ELEMENT[t.dtype], t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
+    return make_ptr(_cute_dtype(t.dtype), t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
 
 def _stream(t: torch.Tensor) -> cuda.CUstream:
