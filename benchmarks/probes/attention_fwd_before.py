@@ -3,7 +3,8 @@ bf16, D=128 and 64, causal and not, both autotuned: each version's time (triton.
 25 ms, rep 100 ms, L2 flushed) over KA_PROBE_ROUNDS rounds (default 3, the versions in turn, since one process's
 forward timings drift), the configs the autotuners picked, and the outputs' and lse's differences between the two.
 BEFORE=path/to/an/older/triton.py names the older file (e.g. `git show REV:kernelagent/kernels/attention/triton.py
-> old.py`). Writes attention_fwd_before.json (benchmarks.common.write_result: $OUT or benchmarks/results).
+> old.py`). KA_PROBE_CAUSAL_ONLY=1 times the causal cases only. Writes attention_fwd_before.json
+(benchmarks.common.write_result: $OUT or benchmarks/results).
 
   source .carry/setup.sh && BEFORE=old.py PYTHONPATH=$PWD python3 benchmarks/probes/attention_fwd_before.py
 """
@@ -55,7 +56,7 @@ def main() -> int:
     for d in (128, 64):
         gen = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(B, S, H, d, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        for causal in (False, True):
+        for causal in (True,) if os.environ.get("KA_PROBE_CAUSAL_ONLY") else (False, True):
             window = (None, 0) if causal else (None, None)
             calls = {name: _caller(mod, (q, k, v), d, window) for name, mod in versions.items()}
             outs = {name: call() for name, call in calls.items()}

@@ -294,12 +294,15 @@ def _varlen_rows(tri) -> list[dict]:
 
 
 def _path_rows(tri) -> list[dict]:
-    """The plain-pointer path (head dim 36: rows of 72 bytes, no TMA), then the warp-specialised
-    single loop with a window, softcap and a gradient through the log-sum-exp."""
+    """The plain-pointer path (head dim 36: rows of 72 bytes, no TMA), the warp-specialised single loop with
+    a window, softcap and a gradient through the log-sum-exp, then whole key blocks (EVEN_K: 128 keys, no
+    key-length mask) with fewer queries than keys, causal in the single loop and a window in the three."""
     rows = []
     gen = torch.Generator().manual_seed(6)
     for name, shape, kw, ws in (("pointer", (23, 30, 2, 1, 36), {"causal": True}, False),
-                                ("ws", (40, 40, 2, 2, 64), {"causal": True, "window": (9, -1), "softcap": 5.0}, True)):
+                                ("ws", (40, 40, 2, 2, 64), {"causal": True, "window": (9, -1), "softcap": 5.0}, True),
+                                ("even ws", (100, 128, 2, 1, 64), {"causal": True}, True),
+                                ("even", (100, 128, 2, 1, 64), {"window": (20, 5)}, False)):
         sq, sk, hq, hkv, d = shape
         q = torch.randn(1, sq, hq, d, generator=gen).half()
         k, v = (torch.randn(1, sk, hkv, d, generator=gen).half() for _ in range(2))
@@ -315,7 +318,8 @@ def _path_rows(tri) -> list[dict]:
         rows += [_judge(f"{name} out", out, f_out.half(), t_out), _judge_lse(f"{name} lse", lse, t_lse)]
         rows += [_judge(f"{name} d{n}", x.grad, f.half(), t) for n, x, f, t in zip("qkv", xs, f_gs, t_gs,
                                                                                      strict=True)]
-        rows.append({"case": f"{name} tma", "err": float(tri._tma_ok(q, k, v)), "floor": float(name == "ws")})
+        rows.append({"case": f"{name} tma", "err": float(tri._tma_ok(q, k, v)), "floor": float(name != "pointer")})
+        assert tri._even_keys(False, sk) == name.startswith("even"), name
     return rows
 
 
@@ -552,10 +556,11 @@ def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
 
 
 @pytest.mark.slow
-def test_even_keys_take_the_masks_out_of_the_warp_specialised_loop(tri):
-    """Non-causal, no window: with EVEN_K the warp-specialised forward (one loop for every key block) compiles
-    without the mask's compares and selects, so to fewer instructions, still partitioned and without spills."""
-    base = dict(FWD_BASE, BLOCK_M=128, BLOCK_N=128, WS=True, HAS_RIGHT=False, REVERSE=False)
+@pytest.mark.parametrize("causal", [False, True], ids=["no-mask", "causal"])
+def test_even_keys_take_the_masks_out_of_the_warp_specialised_loop(tri, causal):
+    """With EVEN_K the warp-specialised forward (one loop for every key block) compiles without the key-length
+    mask (non-causal: without any mask), so to fewer instructions, still partitioned and without spills."""
+    base = dict(FWD_BASE, BLOCK_M=128, BLOCK_N=128, WS=True, HAS_RIGHT=causal, REVERSE=causal)
     masked, even = (_compile_sm90(tri._attn_fwd_kernel, dict(base, EVEN_K=e), 4, 2) for e in (False, True))
     assert even["warps"] > 4 and even["stack"] == 0 and masked["sass"] > 0, (masked, even)
     assert even["sass"] < masked["sass"], (masked, even)
@@ -567,10 +572,9 @@ def test_even_keys_fit_every_forward_tile(tri):
     tiles = {c.kwargs["BLOCK_N"] for c in tri._fwd_configs()} | {t[1] for t in tri.FWD_DEFAULT.values()}
     tiles.add(tri.INTERP_FWD["BLOCK_N"])
     assert tiles and all(128 % n == 0 for n in tiles), tiles
-    assert tri._even_keys(False, 1024, False, False) and not tri._even_keys(False, 1000, False, False)
-    assert not tri._even_keys(False, 192, False, False)  # a multiple of 64 but not of 128
-    assert not tri._even_keys(True, 1024, False, False) and not tri._even_keys(False, 1024, False, True)
-    assert not tri._even_keys(False, 1024, True, False)
+    assert tri._even_keys(False, 1024) and not tri._even_keys(False, 1000)
+    assert not tri._even_keys(False, 192)  # a multiple of 64 but not of 128
+    assert not tri._even_keys(True, 1024)  # varlen: lengths per sequence
 
 
 def test_warp_specialised_forward_configs_need_tma(tri):

@@ -8,7 +8,8 @@
   what the forward's PTX holds (wgmma, TMA loads, setmaxnreg, the named barriers of the ping-pong);
   the backward's dK/dV and dQ kernels in the same variants (registers and spills), and the default
   fused backward kernel in those without a softcap (its bulk reduction in the PTX; no spills but 8 bytes of
-  stack in the causal d128 kernel); the forward launched by pointers (row-major) and by DLPack tensors.
+  stack in the causal d128 kernel); the forward and the fused kernel launched by pointers (row-major) and by
+  DLPack tensors (strided).
 Numerics need the H200: tests/kernels/test_attention_gpu.py.
 """
 
@@ -101,8 +102,11 @@ def test_backward_kernels_compile_for_sm90a_in_every_variant(compiled):
     fused_cases = [case for case in CASES if case[2] is None]
     assert [c["launches"] for c in compiled["backward"]] == [2 + (case[2] is None) for case in CASES]
     fused = [c for c in compiled["compiles"] if "FlashBwdFusedSm90" in c["kernel"]]
-    assert len(fused) == len(fused_cases) == len(compiled["fused_ptx"]), (fused, compiled["fused_ptx"])
-    for c, case, facts in zip(fused, fused_cases, compiled["fused_ptx"].values(), strict=True):
+    # the cases by pointers (row-major), then the first by DLPack tensors (strided): the same registers
+    assert compiled["fused_strided"] == {"error": None, "launches": 1}, compiled["fused_strided"]
+    assert len(fused) == len(fused_cases) + 1 and len(fused_cases) == len(compiled["fused_ptx"]), fused
+    assert fused[-1]["registers"] == fused[0]["registers"] and fused[-1]["kernel"] != fused[0]["kernel"], fused
+    for c, case, facts in zip(fused, fused_cases, compiled["fused_ptx"].values(), strict=False):
         allowed = 8 if case[1] == (None, 0) and case[0] == 128 else 0
         assert c["registers"] and c["stack_bytes"] <= allowed and c["spills"] <= 4 * allowed, (case, c)
         assert facts and facts["bulk_reduce"] >= 1 and facts["wgmma"] >= 16, (case, facts)
@@ -199,10 +203,23 @@ def _child() -> None:
                 error = f"{type(e).__name__}: {cs.clean_error(str(e))[:1500]}\n{traceback.format_exc()[-1500:]}"
             backward.append({"case": [d, window, cap, dtype], "error": error,
                              "launches": stats["cute_launches_skipped"] - before})
+        d, window, _, _, dtype, (b, sq, sk, hq, hkv) = CASES[0]  # the fused kernel again, strided: by DLPack
+        dt = getattr(torch, dtype)
+        q = torch.randn(b, sq, 2 * hq, d, dtype=dt)[:, :, :hq]
+        k = torch.randn(b, sk, 2 * hkv, d, dtype=dt)[:, :, :hkv]
+        tab = torch.zeros(b, hq, 4, -(-sq // ac.BWD_PAD) * ac.BWD_PAD)
+        before = stats["cute_launches_skipped"]
+        try:
+            ac.fused_kernel(q, k, k, q, tab, torch.empty(k.shape, dtype=dt), torch.empty(k.shape, dtype=dt),
+                            *ac.fused_buffers(q, tab), d ** -0.5, window)
+            error = None
+        except Exception as e:  # noqa: BLE001 - reported, the test names it
+            error = f"{type(e).__name__}: {cs.clean_error(str(e))[:1500]}\n{traceback.format_exc()[-1500:]}"
+        fused_strided = {"error": error, "launches": stats["cute_launches_skipped"] - before}
     compiles = [{k: c.get(k) for k in ("kernel", "registers", "spills", "stack_bytes", "compile_seconds")}
                 for c in stats.get("cute_compiles", [])]
     print("JSON:" + json.dumps({"cases": cases, "backward": backward, "compiles": compiles, "ptx": ptx,
-                                "fused_ptx": fused_ptx, "strided": strided}))
+                                "fused_ptx": fused_ptx, "strided": strided, "fused_strided": fused_strided}))
 
 
 if __name__ == "__main__":

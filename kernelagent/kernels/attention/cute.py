@@ -29,8 +29,9 @@ triton.py and checked by a test) serves the CPU interpreter and stays for compar
 Varlen batches are Triton-only (triton.py).
 
 Head dims 64 and 128, fp16/bf16, GQA/MQA, causal (bottom-right aligned), sliding windows, softcap,
-any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles, and for the forward whether q, k, v are
-row-major: then passed as base pointers and sizes, else as DLPack tensors): shapes are dynamic.
+any lengths. One compile per (dtype, head dim, mask kind, softcap, tiles, and for the forward and the fused
+backward whether their inputs are row-major: then passed as base pointers and sizes, else as DLPack tensors):
+shapes are dynamic.
 Order: shared backward block -> CuTe helpers -> forward kernel class -> backward kernel classes (dK/dV,
 fused, dQ) -> host launcher -> custom ops -> public API -> ModelNew.
 """
@@ -1702,6 +1703,28 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
     def __call__(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
                  mDV: cute.Tensor, mTab: cute.Tensor, mAcc: cute.Tensor, mRS: cute.Tensor, mBest: cute.Tensor,
                  sm_scale: Float32, scale_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        """Any strides (DLPack tensors: every mode dynamic but the unit-stride last)."""
+        self._launch(mQ, mK, mV, mDO, mDK, mDV, mTab, mAcc, mRS, mBest, sm_scale, scale_log2, win_left, win_right,
+                     stream)
+
+    @cute.jit
+    def call_dense(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pDO: cute.Pointer, pDK: cute.Pointer,
+                   pDV: cute.Pointer, pTab: cute.Pointer, pAcc: cute.Pointer, pRS: cute.Pointer, pBest: cute.Pointer,
+                   b: Int32, sq: Int32, sk: Int32, hq: Int32, hkv: Int32, s_pad: Int32, sm_scale: Float32,
+                   scale_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
+        """Row-major tensors given by base pointers and sizes, as FlashFwdSm90.call_dense: q, do (B, Sq, Hq, D),
+        k, v, dk, dv (B, Sk, Hkv, D), the table (B, Hq, 4, S_pad), the dQ accumulator (B, Hq, S_pad, D), row sums
+        and best keys (B, Hq, S_pad)."""
+        q_shape, kv_shape = (b, sq, hq, self.d), (b, sk, hkv, self.d)
+        self._launch(_dense(pQ, q_shape), _dense(pK, kv_shape), _dense(pV, kv_shape), _dense(pDO, q_shape),
+                     _dense(pDK, kv_shape), _dense(pDV, kv_shape), _dense(pTab, (b, hq, 4, s_pad)),
+                     _dense(pAcc, (b, hq, s_pad, self.d)), _dense(pRS, (b, hq, s_pad)), _dense(pBest, (b, hq, s_pad)),
+                     sm_scale, scale_log2, win_left, win_right, stream)
+
+    @cute.jit
+    def _launch(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mDO: cute.Tensor, mDK: cute.Tensor,
+                mDV: cute.Tensor, mTab: cute.Tensor, mAcc: cute.Tensor, mRS: cute.Tensor, mBest: cute.Tensor,
+                sm_scale: Float32, scale_log2: Float32, win_left: Int32, win_right: Int32, stream: cuda.CUstream):
         # (B, S, H, D) -> (S, D, H, B); the table (B, H, 4, S_pad) -> (S_pad, 4, H, B); the dQ accumulator
         # (B, H, S_pad, D) -> (S_pad, D, H, B); row sums and best keys (B, H, S_pad) -> (S_pad, H, B)
         mQ, mK, mV, mDO, mDK, mDV = [
@@ -2393,12 +2416,13 @@ def _tiles(d: int) -> dict:
     return {"tile_m": 128, "tile_n": 128, "stages": 2 if d > 64 else 3}
 
 
-_ELEMENT = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: Float32}
+_ELEMENT = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: Float32,
+            torch.int32: Int32}
 
 
 def _cute_dtype(dtype: torch.dtype):
     """CuTe's element type for a torch dtype: the inputs' 16-bit ones (_check_cute allows no other), Float32
-    for the fp32 buffers _ptr passes."""
+    and Int32 for the buffers _ptr passes."""
     return _ELEMENT[dtype]
 
 
@@ -2638,19 +2662,29 @@ def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             torch.full((b, hq, s_pad), -1, dtype=torch.int32, device=q.device))
 
 
-def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window) -> None:
-    """dK, dV and dQ's parts by the fused CuTe kernel (compiled once per dtype, head dim, masks)."""
+def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window, dense: bool | None = None) -> None:
+    """dK, dV and dQ's parts by the fused CuTe kernel (compiled once per dtype, head dim, masks, launch). `dense`:
+    launched by base pointers and sizes (row-major q, k, v, do; the rest are this module's own), else by DLPack
+    tensors; None: whichever the inputs allow (False takes row-major inputs too: benchmarks compare the two)."""
     d = q.shape[3]
     win_l, win_r, has_l, has_r = _window_args(window)
     flags = dict(_fused_tiles(d), has_left=has_l, has_right=has_r)
-    args = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dk), _to_cute(dv), _to_cute(tab),
-            _to_cute(acc), _to_cute(rs, 4), _to_cute(best, 4), Float32(scale), Float32(scale * LOG2E),
-            Int32(win_l), Int32(win_r)]
+    if dense is None:
+        dense = all(t.is_contiguous() for t in (q, k, v, do))
+    if dense:  # pointers and sizes, as the forward
+        b, sq, hq, _ = q.shape
+        tensors = [*(_ptr(t) for t in (q, k, v, do, dk, dv, tab, acc)), _ptr(rs, 4), _ptr(best, 4), Int32(b),
+                   Int32(sq), Int32(k.shape[1]), Int32(hq), Int32(k.shape[2]), Int32(tab.shape[-1])]
+    else:
+        tensors = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dk), _to_cute(dv), _to_cute(tab),
+                   _to_cute(acc), _to_cute(rs, 4), _to_cute(best, 4)]
+    args = [*tensors, Float32(scale), Float32(scale * LOG2E), Int32(win_l), Int32(win_r)]
     stream = _stream(q)
-    key = ("fused", q.dtype, d, q.device.type, tuple(sorted(flags.items())))
+    key = ("fused", q.dtype, d, q.device.type, tuple(sorted(flags.items())), dense)
     compiled = _CACHE.get(key)
     if compiled is None:
-        compiled = cute.compile(FlashBwdFusedSm90(_cute_dtype(q.dtype), d, **flags), *args, stream)
+        kernel = FlashBwdFusedSm90(_cute_dtype(q.dtype), d, **flags)
+        compiled = cute.compile(kernel.call_dense if dense else kernel, *args, stream)
         _CACHE[key] = compiled
     compiled(*args, stream)
 

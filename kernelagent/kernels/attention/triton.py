@@ -772,13 +772,13 @@ FWD_DEFAULT = {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (64, 64, 4, 2)}  
 def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0, sk, off,
                qk_scale, cap_scale, cap_log2, win_left, win_right,
                MASK: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-               TMA: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr, HEAD_D: tl.constexpr,
+               TMA: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr, EVEN_K: tl.constexpr, HEAD_D: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """Online softmax over key blocks [start, end) (block indices); MASK applies the window, the
-    causal diagonal and the key-length mask element-wise. Scores stay raw (q.k) and the scale enters
-    the exponent, exp2((s - max) * qk_scale): s - max is exact, so P does not inherit the rounding of
-    scores near 1e4 (with a softcap the scores are bounded and kept in log2 units).
-    Query rows are m0 + local_m (see the note above)."""
+    causal diagonal and (unless EVEN_K: whole key blocks) the key-length mask element-wise. Scores stay
+    raw (q.k) and the scale enters the exponent, exp2((s - max) * qk_scale): s - max is exact, so P does
+    not inherit the rounding of scores near 1e4 (with a softcap the scores are bounded and kept in log2
+    units). Query rows are m0 + local_m (see the note above)."""
     dtype = k_base.dtype.element_ty
     local_m = tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
@@ -802,9 +802,12 @@ def _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, sta
             s = qk
             factor = qk_scale
         if MASK:  # key j against query m0 + i, bounds local_m + (m0 + ...) (the note above)
-            keep = cols[None, :] < sk
-            if HAS_RIGHT:
-                keep &= cols[None, :] <= (local_m + (m0 + off + win_right))[:, None]
+            if EVEN_K and HAS_RIGHT:  # every key block whole: the window's bounds alone
+                keep = cols[None, :] <= (local_m + (m0 + off + win_right))[:, None]
+            else:
+                keep = cols[None, :] < sk
+                if HAS_RIGHT:
+                    keep &= cols[None, :] <= (local_m + (m0 + off + win_right))[:, None]
             if HAS_LEFT:
                 keep &= cols[None, :] >= (local_m + (m0 + off - win_left))[:, None]
             s = tl.where(keep, s, -float("inf"))
@@ -883,23 +886,26 @@ def _attn_fwd_kernel(Q, K, V, Out, LSE, STATS, CU_Q, CU_K,
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         if WS:  # Triton 3.6's Hopper warp specialisation takes one loop (and gives up on a branch in it): every
-            # block masked, or none where every key block is whole and nothing is windowed (EVEN_K)
+            # block masked (with whole key blocks, EVEN_K, by the causal/window bounds alone), or none when
+            # nothing is windowed and every key block is whole
             acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, n_hi, m0,
-                                       sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, not EVEN_K,
-                                       HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, True, HEAD_D, BLOCK_M, BLOCK_N,
-                                       BLOCK_D)
+                                       sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
+                                       HAS_LEFT or HAS_RIGHT or not EVEN_K, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA,
+                                       UPCAST, True, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
         else:
             if HAS_LEFT:
                 acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo, f_lo,
                                            m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
-                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, HEAD_D, BLOCK_M, BLOCK_N,
-                                           BLOCK_D)
+                                           HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M,
+                                           BLOCK_N, BLOCK_D)
             acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo, f_hi, m0,
                                        sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT,
-                                       HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+                                       HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N,
+                                       BLOCK_D)
             acc, l_i, m_i = _fwd_phase(acc, l_i, m_i, q, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_hi, n_hi, m0,
                                        sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
-                                       HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+                                       HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N,
+                                       BLOCK_D)
 
         empty = l_i == 0.0  # a query that sees no key: output 0, lse +inf (P = 0 in the backward)
         out = acc / tl.where(empty, 1.0, l_i)[:, None]
@@ -948,9 +954,9 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, varlen: bool, cpu:
         raise AttentionError(f"attention: head dim up to 256 is supported, got {q.shape[-1]}")
 
 
-def _even_keys(varlen: bool, max_k: int, has_left: bool, has_right: bool) -> bool:
-    """No key block needs a mask: one key length, a multiple of every BLOCK_N (128), and no window."""
-    return not varlen and max_k % 128 == 0 and not has_left and not has_right
+def _even_keys(varlen: bool, max_k: int) -> bool:
+    """Every key block is whole (no key-length mask): one key length, a multiple of every BLOCK_N (128)."""
+    return not varlen and max_k % 128 == 0
 
 
 def _fwd_launch(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softcap: float | None,
@@ -992,7 +998,7 @@ def _fwd_launch(q, k, v, cu_q, cu_k, max_q: int, max_k: int, scale: float, softc
                stats.stride(0), max_q, max_k, hq, hq // hkv, qk_scale, cap_scale, cap_log2, win_l, win_r,
                _bucket(max_q), _bucket(max_k), HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l,
                HAS_RIGHT=has_r, SOFTCAP=softcap is not None, TMA=tma, UPCAST=INTERPRETING, REVERSE=causal_like,
-               EVEN_K=_even_keys(varlen, max_k, has_l, has_r), **blocks)
+               EVEN_K=_even_keys(varlen, max_k), **blocks)
     return out, lse, stats
 
 
