@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "kernelagent" / "kernels" / "attention"
@@ -79,6 +80,25 @@ def test_forward_compiles_for_sm90a_in_every_variant(compiled):
     for c in forward:
         assert c["registers"] and not c["spills"] and not c["stack_bytes"], c
     assert forward[-1]["registers"] == forward[0]["registers"] and forward[-1]["kernel"] != forward[0]["kernel"]
+
+
+@pytest.mark.cute
+def test_tma_ready_copies_what_tma_cannot_take():
+    """The CuTe launches promise the compiler 16-byte aligned bases and strides: a row-major tensor whose base is
+    off by one element must come back as an aligned copy (`contiguous()` would hand it back as it is), a strided
+    but aligned one as itself, and one with an odd row stride as an aligned copy."""
+    from kernelagent.kernels.attention import cute as ac
+    flat = torch.randn(2 * 64 * 4 * 128 + 1).bfloat16()
+    off = flat[1:].view(2, 64, 4, 128)
+    assert off.is_contiguous() and off.data_ptr() % 16
+    fixed = ac._tma_ready(off)
+    assert fixed.data_ptr() % 16 == 0 and fixed.is_contiguous() and torch.equal(fixed, off)
+    sliced = torch.randn(2, 64, 8, 128).bfloat16()[:, :, :4]
+    assert ac._tma_ready(sliced) is sliced
+    odd = torch.randn(2, 64, 4, 129).bfloat16()[..., :128]
+    fixed = ac._tma_ready(odd)
+    assert fixed.data_ptr() % 16 == 0 and all(s * 2 % 16 == 0 for s in fixed.stride()[:-1])
+    assert torch.equal(fixed, odd)
 
 
 @pytest.mark.cute

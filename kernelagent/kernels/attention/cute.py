@@ -2459,10 +2459,11 @@ def _check_cute(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """Unit last stride, 16-byte aligned base and strides (what _aligned promises the compiler)."""
+    """Unit last stride, 16-byte aligned base and strides (what _aligned promises the compiler): t itself, or a
+    fresh row-major copy (a new allocation, since `contiguous()` hands back a row-major view whose base is off)."""
     es = t.element_size()
     if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * es % 16 for s in t.stride()[:-1]):
-        return t.contiguous()
+        return t.clone(memory_format=torch.contiguous_format)
     return t
 
 
