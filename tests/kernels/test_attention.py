@@ -296,12 +296,14 @@ def _varlen_rows(tri) -> list[dict]:
 def _path_rows(tri) -> list[dict]:
     """The plain-pointer path (head dim 36: rows of 72 bytes, no TMA), the warp-specialised single loop with
     a window, softcap and a gradient through the log-sum-exp, then whole key blocks (EVEN_K: 128 keys, no
-    key-length mask) with fewer queries than keys, causal in the single loop and a window in the three."""
+    key-length mask) with fewer queries than keys, causal in the single loop and a window in the three, and more
+    queries than keys (the first see none), causal in the single loop."""
     rows = []
     gen = torch.Generator().manual_seed(6)
     for name, shape, kw, ws in (("pointer", (23, 30, 2, 1, 36), {"causal": True}, False),
                                 ("ws", (40, 40, 2, 2, 64), {"causal": True, "window": (9, -1), "softcap": 5.0}, True),
                                 ("even ws", (100, 128, 2, 1, 64), {"causal": True}, True),
+                                ("even ws, queries that see no key", (150, 128, 2, 1, 64), {"causal": True}, True),
                                 ("even", (100, 128, 2, 1, 64), {"window": (20, 5)}, False)):
         sq, sk, hq, hkv, d = shape
         q = torch.randn(1, sq, hq, d, generator=gen).half()
@@ -539,12 +541,13 @@ def _rows_shifted_twice(ttgir: str) -> tuple[set[int], list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [(128, 128, 8, 2, False, False), (128, 128, 4, 2, True, False),
-                                 (128, 128, 4, 2, True, True)], ids=["plain", "warp-specialised", "ws-even-keys"])
+@pytest.mark.parametrize("cfg", [(128, 128, 8, 2, False, False, True), (128, 128, 4, 2, True, False, True),
+                                 (128, 128, 4, 2, True, True, False), (128, 128, 4, 2, True, True, True)],
+                         ids=["plain", "warp-specialised", "ws-even-keys", "ws-causal-even-keys"])
 def test_forward_compiles_for_sm90a_without_spills(tri, cfg):
-    bm, bn, warps, stages, ws, even = cfg
+    bm, bn, warps, stages, ws, even, causal = cfg
     ir: list[str] = []
-    cex = dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws, EVEN_K=even, HAS_RIGHT=not even, REVERSE=not even)
+    cex = dict(FWD_BASE, BLOCK_M=bm, BLOCK_N=bn, WS=ws, EVEN_K=even, HAS_RIGHT=causal, REVERSE=causal)
     facts = _compile_sm90(tri._attn_fwd_kernel, cex, warps, stages, ir)
     assert facts["stack"] == 0 and facts["wgmma"] and facts["tma_load"], facts
     assert facts["shared"] <= 227 * 1024, facts

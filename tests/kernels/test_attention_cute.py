@@ -102,6 +102,19 @@ def test_tma_ready_copies_what_tma_cannot_take():
 
 
 @pytest.mark.cute
+def test_fused_launch_by_pointers_refuses_strided_tensors():
+    """Asked for the pointer launch (which reads every tensor as row-major) with a strided one, fused_kernel
+    raises instead of launching a kernel that would read the wrong elements."""
+    from kernelagent.kernels.attention import cute as ac
+    q = torch.randn(1, 64, 8, 64).bfloat16()[:, :, :4]
+    k = torch.randn(1, 64, 4, 64).bfloat16()
+    tab = torch.zeros(1, 4, 4, ac.BWD_PAD)
+    with pytest.raises(ac.AttentionError, match="row-major"):
+        ac.fused_kernel(q, k, k, q, tab, torch.empty_like(k), torch.empty_like(k), *ac.fused_buffers(q, tab),
+                        0.125, (None, None), dense=True)
+
+
+@pytest.mark.cute
 def test_fused_backward_settings_per_head_dim():
     """What the card and FlashBwdFusedSm90's notes say ships (each the faster on the H200, in alternating
     rounds): at d128 the shared dQ schedule with predicated atomics, at d64 the private one without."""

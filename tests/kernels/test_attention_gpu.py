@@ -293,29 +293,30 @@ def test_cute_forward_dense_and_strided_calls_agree(ref, causal):
     assert rel(got[1][0], truth) < 1e-2
 
 
+@pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_backward_dense_and_strided_calls_agree(causal):
+def test_fused_backward_dense_and_strided_calls_agree(causal, d):
     """The fused backward kernel launched by base pointers and sizes (row-major inputs) and by DLPack tensors
     (what strided inputs take), on the same inputs: dK and dV identical, dQ's accumulator equal up to the
     order its fp32 parts are added in, and the whole backward on strided inputs next to the one on dense."""
     ac = backend("cute")
     gen = torch.Generator(device="cuda").manual_seed(10)
-    packed = torch.randn(2, 333, 3, 4, 128, generator=gen, device="cuda").to(BF16)
+    packed = torch.randn(2, 333, 3, 4, d, generator=gen, device="cuda").to(BF16)
     q, k, v = (t.contiguous() for t in packed.unbind(2))
     do = torch.randn(q.shape, generator=gen, device="cuda").to(BF16)
     window = (None, 0) if causal else (None, None)
-    out, _, stats = ac.attention_forward(q, k, v, 128 ** -0.5, None, window)
+    out, _, stats = ac.attention_forward(q, k, v, d ** -0.5, None, window)
     tab = ac._stats_table(do, out, stats, None)
     got = []
     for dense in (True, False):
         dk, dv, bufs = torch.empty_like(k), torch.empty_like(v), ac.fused_buffers(q, tab)
-        ac.fused_kernel(q, k, v, do, tab, dk, dv, *bufs, 128 ** -0.5, window, dense=dense)
+        ac.fused_kernel(q, k, v, do, tab, dk, dv, *bufs, d ** -0.5, window, dense=dense)
         got.append((dk, dv, bufs))
     (dk1, dv1, b1), (dk2, dv2, b2) = got
     assert torch.equal(dk1, dk2) and torch.equal(dv1, dv2) and torch.equal(b1[2], b2[2])
     assert rel(b1[0], b2[0]) < 1e-6 and rel(b1[1], b2[1]) < 1e-4  # row sums: sums that cancel, any order
     strided = packed.unbind(2)
-    both = [ac.attention_backward(do, *xs, out, stats, None, 128 ** -0.5, None, window) for xs in (strided, (q, k, v))]
+    both = [ac.attention_backward(do, *xs, out, stats, None, d ** -0.5, None, window) for xs in (strided, (q, k, v))]
     assert rel(both[0][0], both[1][0]) < 5e-3  # dQ: parts added in the order they arrive, then rounded to bf16
     assert torch.equal(both[0][1], both[1][1]) and torch.equal(both[0][2], both[1][2])
 

@@ -1732,8 +1732,9 @@ class FlashBwdFusedSm90(FlashBwdDkDvSm90):
             for t in (mQ, mK, mV, mDO, mDK, mDV)]
         mTab = cute.make_tensor(mTab.iterator, cute.select(_aligned(mTab).layout, mode=[3, 2, 1, 0]))
         s_pad, heads = mAcc.shape[2], mAcc.shape[1]  # a step's reductions at constant offsets from one address
+        plane = cutlass.Int64(s_pad) * self.d  # 64-bit: the accumulator can pass 2^31 floats
         mAcc = cute.make_tensor(mAcc.iterator, cute.make_layout(
-            (s_pad, self.d, heads, mAcc.shape[0]), stride=(self.d, 1, s_pad * self.d, heads * s_pad * self.d)))
+            (s_pad, self.d, heads, mAcc.shape[0]), stride=(self.d, 1, plane, heads * plane)))
         mRS, mBest = [cute.make_tensor(t.iterator, cute.select(t.layout, mode=[2, 1, 0])) for t in (mRS, mBest)]
         tiled_mma_sdp, tiled_mma_dkv = self._mmas()
         tiled_mma_dq = sm90_utils.make_trivial_tiled_mma(
@@ -2665,13 +2666,16 @@ def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window, dense: bool | None = None) -> None:
     """dK, dV and dQ's parts by the fused CuTe kernel (compiled once per dtype, head dim, masks, launch). `dense`:
-    launched by base pointers and sizes (row-major q, k, v, do; the rest are this module's own), else by DLPack
-    tensors; None: whichever the inputs allow (False takes row-major inputs too: benchmarks compare the two)."""
+    launched by base pointers and sizes (every tensor row-major), else by DLPack tensors; None: whichever the
+    tensors allow (False takes row-major ones too: benchmarks compare the two launches)."""
     d = q.shape[3]
     win_l, win_r, has_l, has_r = _window_args(window)
     flags = dict(_fused_tiles(d), has_left=has_l, has_right=has_r)
+    row_major = all(t.is_contiguous() for t in (q, k, v, do, dk, dv, tab, acc, rs, best))
     if dense is None:
-        dense = all(t.is_contiguous() for t in (q, k, v, do))
+        dense = row_major
+    elif dense and not row_major:
+        raise AttentionError("fused_kernel: a launch by pointers takes row-major tensors only")
     if dense:  # pointers and sizes, as the forward
         b, sq, hq, _ = q.shape
         tensors = [*(_ptr(t) for t in (q, k, v, do, dk, dv, tab, acc)), _ptr(rs, 4), _ptr(best, 4), Int32(b),
