@@ -2664,6 +2664,17 @@ def fused_buffers(q, tab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             torch.full((b, hq, s_pad), -1, dtype=torch.int32, device=q.device))
 
 
+def _fused_tensors(tensors: tuple, dense: bool) -> list:
+    """The fused kernel's tensor arguments: base pointers and sizes (b, sq, sk, hq, hkv, s_pad) for its pointer
+    launch, else DLPack tensors; the row sums and best keys promised 4-byte alignment only."""
+    q, k, *_, tab, _, rs, best = tensors
+    if dense:
+        b, sq, hq, _ = q.shape
+        sizes = (b, sq, k.shape[1], hq, k.shape[2], tab.shape[-1])
+        return [*(_ptr(t) for t in tensors[:8]), _ptr(rs, 4), _ptr(best, 4), *(Int32(n) for n in sizes)]
+    return [*(_to_cute(t) for t in tensors[:8]), _to_cute(rs, 4), _to_cute(best, 4)]
+
+
 def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window, dense: bool | None = None) -> None:
     """dK, dV and dQ's parts by the fused CuTe kernel (compiled once per dtype, head dim, masks, launch). `dense`:
     launched by base pointers and sizes (every tensor row-major), else by DLPack tensors; None: whichever the
@@ -2671,19 +2682,13 @@ def fused_kernel(q, k, v, do, tab, dk, dv, acc, rs, best, scale: float, window, 
     d = q.shape[3]
     win_l, win_r, has_l, has_r = _window_args(window)
     flags = dict(_fused_tiles(d), has_left=has_l, has_right=has_r)
-    row_major = all(t.is_contiguous() for t in (q, k, v, do, dk, dv, tab, acc, rs, best))
+    tensors = (q, k, v, do, dk, dv, tab, acc, rs, best)
+    row_major = all(t.is_contiguous() for t in tensors)
     if dense is None:
         dense = row_major
     elif dense and not row_major:
         raise AttentionError("fused_kernel: a launch by pointers takes row-major tensors only")
-    if dense:  # pointers and sizes, as the forward
-        b, sq, hq, _ = q.shape
-        tensors = [*(_ptr(t) for t in (q, k, v, do, dk, dv, tab, acc)), _ptr(rs, 4), _ptr(best, 4), Int32(b),
-                   Int32(sq), Int32(k.shape[1]), Int32(hq), Int32(k.shape[2]), Int32(tab.shape[-1])]
-    else:
-        tensors = [_to_cute(q), _to_cute(k), _to_cute(v), _to_cute(do), _to_cute(dk), _to_cute(dv), _to_cute(tab),
-                   _to_cute(acc), _to_cute(rs, 4), _to_cute(best, 4)]
-    args = [*tensors, Float32(scale), Float32(scale * LOG2E), Int32(win_l), Int32(win_r)]
+    args = [*_fused_tensors(tensors, dense), Float32(scale), Float32(scale * LOG2E), Int32(win_l), Int32(win_r)]
     stream = _stream(q)
     key = ("fused", q.dtype, d, q.device.type, tuple(sorted(flags.items())), dense)
     compiled = _CACHE.get(key)
