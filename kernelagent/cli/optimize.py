@@ -237,7 +237,10 @@ def _render_offline(result: Any) -> None:
     from kernelagent.cli.render import render_report
 
     console.print("[bold]offline mode[/]: no LLM provider is configured, so no new kernel can be written.")
-    hits = [m["name"] for m in result.matches if m["match"]]
+    from kernelagent.tools.library import options_text
+
+    hits = [m["name"] + (f" ({options_text(m['options'])})" if m.get("options") else "")
+            for m in result.matches if m["match"]]
     console.print(f"library entries computing the same function: {', '.join(hits) or 'none'}")
     if result.report is not None:
         console.print(f"library kernel [bold]{result.chosen}[/] checked on your problem:")

@@ -6,6 +6,7 @@ user's shapes, recorded in memory like any other verification).
 from __future__ import annotations
 
 import copy
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,6 +28,7 @@ class OfflineResult:
     out_path: str | None = None
     provider_help: str = ""
     notes: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)  # the chosen entry's options, bound in its kernel
     checked: list[str] = field(default_factory=list)       # what the offline path did check, in words
     not_checked: list[str] = field(default_factory=list)   # and what it did not
     run_id: str | None = None
@@ -42,6 +44,7 @@ class OfflineResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": "offline", "problem": self.problem, "matches": self.matches, "library_entry": self.chosen,
+                "options": self.options,
                 "accepted": self.accepted, "unverified": self.unverified, "out_path": self.out_path,
                 "report": self.report.to_dict() if self.report else None, "provider_help": self.provider_help,
                 "notes": self.notes, "checked": self.checked, "not_checked": self.not_checked,
@@ -55,8 +58,9 @@ def default_out(problem: str | Path, backend: str) -> Path:
 
 def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out: str | Path | None,
                      provider_help: str, store: Any = None) -> OfflineResult:
-    """Find a library kernel for the same function, verify it on the problem, write it to `out`."""
-    from kernelagent.tools.library import get_entry, match_problem
+    """Find a library kernel for the same function, verify it on the problem, write it to `out`. A match found
+    with one of the entry's option presets (attention's causal flag) is verified and written with them bound."""
+    from kernelagent.tools.library import match_problem
 
     inspect_problem(problem)  # clear error for a bad file before any worker starts
     matches = match_problem(problem, verifier)
@@ -64,22 +68,45 @@ def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out:
     hits = [m for m in matches if m["match"]]
     if not hits:
         result.notes.append("no library kernel computes the same function; an LLM provider is needed to write one")
-    for hit in hits:
-        entry = get_entry(hit["name"])
-        if backend not in entry.backends:
-            result.notes.append(f"library entry {entry.name} matches but has no {backend} kernel")
-            continue
-        report = verifier.verify(problem, entry.backends[backend])
-        result.chosen, result.report = entry.name, report
-        if report.accepted:
-            target = Path(out) if out else default_out(problem, backend)
-            target.write_text(entry.backends[backend].read_text())
-            result.out_path = str(target)
-            break
-    describe_checks(result, len(matches))
-    if store is not None:
-        result.run_id = record_offline(store, problem, backend, result)
+    with tempfile.TemporaryDirectory(prefix="kernelagent_offline_") as scratch:  # a bound kernel's file
+        for hit in hits:
+            if _try_entry(hit, problem, backend, verifier, out, Path(scratch), result):
+                break
+        describe_checks(result, len(matches))
+        if store is not None:
+            result.run_id = record_offline(store, problem, backend, result)
     return result
+
+
+def _try_entry(hit: dict[str, Any], problem: str | Path, backend: str, verifier: Verifier, out: str | Path | None,
+               scratch: Path, result: OfflineResult) -> bool:
+    """Verify one matching entry's kernel (its options bound, if the match took any) on the problem; write it
+    beside the problem when accepted. True when written."""
+    from kernelagent.kernels import LibraryError
+    from kernelagent.tools.library import bound_kernel, get_entry
+
+    entry = get_entry(hit["name"])
+    if backend not in entry.backends:
+        result.notes.append(f"library entry {entry.name} matches but has no {backend} kernel")
+        return False
+    options = hit.get("options") or {}
+    kernel = entry.backends[backend]
+    if options:
+        try:
+            source = bound_kernel(entry, backend, options)
+        except LibraryError as e:
+            result.notes.append(str(e))
+            return False
+        kernel = scratch / kernel.name
+        kernel.write_text(source)
+    report = verifier.verify(problem, kernel)
+    result.chosen, result.report, result.options = entry.name, report, options
+    if not report.accepted:
+        return False
+    target = Path(out) if out else default_out(problem, backend)
+    target.write_text(kernel.read_text())
+    result.out_path = str(target)
+    return True
 
 
 def describe_checks(result: OfflineResult, compared: int) -> None:
@@ -92,8 +119,11 @@ def describe_checks(result: OfflineResult, compared: int) -> None:
     trials = report.metrics.get("trials")
     verdict = ("accepted" if report.accepted else "compiled, but not run (no GPU): not verified, not written"
                if report.unverified else f"rejected ({report.category})")
-    result.checked.append(f"verified the library kernel {result.chosen} on your problem: {verdict}"
-                          + (f" over {trials} trials" if trials else ""))
+    from kernelagent.tools.library import options_text
+
+    bound = options_text(result.options)
+    result.checked.append(f"verified the library kernel {result.chosen}" + (f" ({bound} bound)" if bound else "")
+                          + f" on your problem: {verdict}" + (f" over {trials} trials" if trials else ""))
     for stage in report.stages:
         for note in (stage.details or {}).get("notes", []):
             if "skipped" in note:

@@ -68,6 +68,20 @@ def test_optimize_offline_finds_the_library_softmax(tmp_path):
     assert out.read_text() == (ROOT / "kernelagent" / "kernels" / "softmax" / "triton.py").read_text()
 
 
+def test_optimize_offline_binds_a_matched_option(tmp_path):
+    """A causal attention problem (SDPA around transposes, as a user writes it) is found offline as the attention
+    entry with causal=True: the kernel verified on the problem and written is the library's with that default."""
+    out = tmp_path / "kernel.py"
+    res = ka("optimize", str(PROBLEMS / "library_match" / "attention_causal.py"), "--out", str(out), "--json",
+             home=tmp_path, env_extra={"KERNELAGENT_PROVIDER": ""})
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    assert doc["library_entry"] == "attention" and doc["options"] == {"causal": True} and doc["accepted"], doc
+    assert any("causal=True bound" in c for c in doc["checked"]), doc["checked"]
+    text = out.read_text()
+    assert "causal: bool = True" in text and "causal: bool = False" not in text.split("class ModelNew")[-1]
+
+
 def test_library_list_and_show(tmp_path):
     res = ka("library", "list", "--json", home=tmp_path)
     names = {e["name"] for e in json.loads(res.stdout)}

@@ -35,3 +35,12 @@ def test_log_softmax_matches_its_own_family_not_softmax(verifier):
 
 def test_rmsnorm_with_renamed_weight_matches(verifier):
     assert _hits(verifier, "rmsnorm_other.py") == {"rms_norm"}
+
+
+def test_an_option_preset_matches_and_is_named(verifier):
+    """Causal attention matches the attention entry only with its causal preset, which the result names; the
+    same problem without the mask matches with no options."""
+    hit = next(r for r in match_problem(HERE / "attention_causal.py", verifier) if r["name"] == "attention")
+    assert hit["match"] and hit["options"] == {"causal": True}, hit
+    softmax = next(r for r in match_problem(HERE / "softmax_other.py", verifier) if r["name"] == "softmax")
+    assert softmax["match"] and softmax["options"] == {}

@@ -18,6 +18,9 @@ import torch.nn as nn
 
 BACKWARD = True
 DTYPE = torch.bfloat16
+# option sets the offline match tries beside a problem's q, k, v (kernelagent/verifier/reference/matching.py): a
+# problem computing causal attention gets the kernel with causal=True bound
+MATCH_PRESETS = [{}, {"causal": True}]
 
 
 def visible(sq: int, sk: int, causal: bool = False, window=None, device=None) -> torch.Tensor:

@@ -3,7 +3,9 @@
 Both references run on the same random inputs, the library's Model built with the problem's
 constructor arguments and the problem's parameters copied in (by name, else by shape in order).
 Two draws of the inputs, compared with the verifier's own tolerances: same outputs means same
-function, whatever the code looks like.
+function, whatever the code looks like. An entry whose reference takes options beside its inputs (attention's
+causal flag) lists the option sets worth trying as `MATCH_PRESETS` (keyword arguments); the first that gives the
+problem's outputs is the match, and the result names it so the kernel written for the problem can bind it.
 """
 
 from __future__ import annotations
@@ -48,24 +50,23 @@ def _build(cls: type, args: list[Any], device: str) -> torch.nn.Module | None:
         return None
 
 
-def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> tuple[bool, str]:
-    seed_all(seed)
-    init = problem.init_inputs()
-    user = _build(problem.model_cls, init, device)
-    if user is None:
-        return False, "the problem's Model could not be built"
-    ref = _build(lib.model_cls, init, device)
-    if ref is None:
-        ref = _build(lib.model_cls, lib.init_inputs(), device)
-    if ref is None or not _copy_params(user, ref):
-        return False, "constructor or parameters do not fit"
+def _presets(lib: Any) -> list[dict[str, Any]]:
+    """The option sets to try the entry's reference with (keyword arguments after the problem's inputs): its
+    MATCH_PRESETS, else none but the inputs alone."""
+    found = getattr(lib.module, "MATCH_PRESETS", None)
+    return [dict(p) for p in found] if found else [{}]
+
+
+def _agrees(problem: Any, user: torch.nn.Module, ref: torch.nn.Module, options: dict[str, Any], device: str,
+            seed: int, cap: int) -> tuple[bool, str]:
+    """Whether ref(*inputs, **options) gives user(*inputs) on two draws of the problem's smallest input set."""
     for draw in range(2):
         seed_all(seed + 17 * (draw + 1))
         inputs = _smallest_set(problem, device, cap)
         try:
             with torch.no_grad():
                 a = tensorio.flatten(user(*tensorio.clone_leaves(inputs)))[0]
-                b = tensorio.flatten(ref(*tensorio.clone_leaves(inputs)))[0]
+                b = tensorio.flatten(ref(*tensorio.clone_leaves(inputs), **options))[0]
         except Exception as e:  # noqa: BLE001 - a forward that rejects these inputs does not fit
             return False, f"forward does not fit: {type(e).__name__}"
         res = compare_outputs({"structure": ""}, tensorio.to_cpu(b), {"native": tensorio.to_cpu(a)}, None)
@@ -73,6 +74,26 @@ def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> 
             worst = res.worst
             return False, worst.summary() if worst else res.structure_msg
     return True, "same outputs on two random input draws"
+
+
+def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> tuple[bool, str, dict[str, Any]]:
+    """(match, why, the options it takes) over the entry's presets, the first that agrees."""
+    seed_all(seed)
+    init = problem.init_inputs()
+    user = _build(problem.model_cls, init, device)
+    if user is None:
+        return False, "the problem's Model could not be built", {}
+    ref = _build(lib.model_cls, init, device)
+    if ref is None:
+        ref = _build(lib.model_cls, lib.init_inputs(), device)
+    if ref is None or not _copy_params(user, ref):
+        return False, "constructor or parameters do not fit", {}
+    why = ""
+    for options in _presets(lib):
+        ok, why = _agrees(problem, user, ref, options, device, seed, cap)
+        if ok:
+            return True, why, options
+    return False, why, {}
 
 
 def run_match(req: MatchRequest) -> dict[str, Any]:
@@ -84,6 +105,6 @@ def run_match(req: MatchRequest) -> dict[str, Any]:
         except ProblemError as e:
             results.append({"name": entry["name"], "match": False, "why": str(e)[:200]})
             continue
-        ok, why = _same_function(problem, lib, req.device, int(req.seed), int(req.cap))
-        results.append({"name": entry["name"], "match": ok, "why": why})
+        ok, why, options = _same_function(problem, lib, req.device, int(req.seed), int(req.cap))
+        results.append({"name": entry["name"], "match": ok, "why": why, "options": options})
     return {"results": results}
