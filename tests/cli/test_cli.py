@@ -69,17 +69,19 @@ def test_optimize_offline_finds_the_library_softmax(tmp_path):
 
 
 def test_optimize_offline_binds_a_matched_option(tmp_path):
-    """A causal attention problem (SDPA around transposes, as a user writes it) is found offline as the attention
-    entry with causal=True: the kernel verified on the problem and written is the library's with that default."""
+    """Causal attention as most code writes it (F.scaled_dot_product_attention on (B, H, S, D)) is found offline as
+    the attention entry with layout="bhsd", causal=True: the kernel verified on the problem and written is the
+    library's with those defaults."""
     out = tmp_path / "kernel.py"
-    res = ka("optimize", str(PROBLEMS / "library_match" / "attention_causal.py"), "--out", str(out), "--json",
+    res = ka("optimize", str(PROBLEMS / "library_match" / "attention_sdpa.py"), "--out", str(out), "--json",
              home=tmp_path, env_extra={"KERNELAGENT_PROVIDER": ""})
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
-    assert doc["library_entry"] == "attention" and doc["options"] == {"causal": True} and doc["accepted"], doc
+    assert doc["library_entry"] == "attention" and doc["accepted"], doc
+    assert doc["options"] == {"layout": "bhsd", "causal": True}, doc["options"]
     assert any("causal=True bound" in c for c in doc["checked"]), doc["checked"]
-    text = out.read_text()
-    assert "causal: bool = True" in text and "causal: bool = False" not in text.split("class ModelNew")[-1]
+    forward = out.read_text().split("class ModelNew")[-1]
+    assert "causal: bool = True" in forward and "layout: str = 'bhsd'" in forward
 
 
 def test_library_list_and_show(tmp_path):

@@ -34,6 +34,14 @@ def test_causal_bound_as_the_default(backend):
     compile(bound, "bound.py", "exec")
 
 
+def test_two_options_bound_at_once():
+    entry = get_entry("attention")
+    bound = bound_kernel(entry, "cute", {"layout": "bhsd", "causal": True})
+    defaults = _forward_defaults(bound)
+    assert defaults["layout"] == "bhsd" and defaults["causal"] is True and defaults["window"] is None
+    compile(bound, "bound.py", "exec")
+
+
 def test_no_options_is_the_file_and_undeclared_ones_are_refused():
     entry = get_entry("attention")
     assert bound_kernel(entry, "triton", {}) == entry.backends["triton"].read_text()

@@ -38,9 +38,11 @@ def test_rmsnorm_with_renamed_weight_matches(verifier):
 
 
 def test_an_option_preset_matches_and_is_named(verifier):
-    """Causal attention matches the attention entry only with its causal preset, which the result names; the
-    same problem without the mask matches with no options."""
+    """Causal attention matches the attention entry only with its causal preset, which the result names (in SDPA's
+    (B, H, S, D) layout with the layout preset too); softmax, which declares none, matches with no options."""
     hit = next(r for r in match_problem(HERE / "attention_causal.py", verifier) if r["name"] == "attention")
     assert hit["match"] and hit["options"] == {"causal": True}, hit
+    sdpa = next(r for r in match_problem(HERE / "attention_sdpa.py", verifier) if r["name"] == "attention")
+    assert sdpa["match"] and sdpa["options"] == {"layout": "bhsd", "causal": True}, sdpa
     softmax = next(r for r in match_problem(HERE / "softmax_other.py", verifier) if r["name"] == "softmax")
     assert softmax["match"] and softmax["options"] == {}

@@ -2875,13 +2875,19 @@ class _AttentionFunction(torch.autograd.Function):
 
 
 class ModelNew(nn.Module):
-    """Matches reference.py's Model: the options come with the inputs."""
+    """Matches reference.py's Model: the options come with the inputs; layout "bhsd" takes q, k, v and gives the
+    output in SDPA's (B, H, S, D), as (B, S, H, D) views for the kernels."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                 scale: float | None = None, softcap: float | None = None,
-                window: tuple[int, int] | None = None) -> torch.Tensor:
+                window: tuple[int, int] | None = None, layout: str = "bshd") -> torch.Tensor:
+        if layout not in ("bshd", "bhsd"):
+            raise AttentionError(f"attention: layout must be 'bshd' or 'bhsd', got {layout!r}")
+        if layout == "bhsd":
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         scale, cap = _scale_and_cap(q, scale, softcap)
-        return _AttentionFunction.apply(q, k, v, scale, cap, _window(causal, window))
+        out = _AttentionFunction.apply(q, k, v, scale, cap, _window(causal, window))
+        return out.transpose(1, 2) if layout == "bhsd" else out

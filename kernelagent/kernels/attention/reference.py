@@ -19,8 +19,8 @@ import torch.nn as nn
 BACKWARD = True
 DTYPE = torch.bfloat16
 # option sets the offline match tries beside a problem's q, k, v (kernelagent/verifier/reference/matching.py): a
-# problem computing causal attention gets the kernel with causal=True bound
-MATCH_PRESETS = [{}, {"causal": True}]
+# problem computing causal attention, or attention in SDPA's (B, H, S, D) layout, gets the kernel with those bound
+MATCH_PRESETS = [{}, {"causal": True}, {"layout": "bhsd"}, {"layout": "bhsd", "causal": True}]
 
 
 def visible(sq: int, sk: int, causal: bool = False, window=None, device=None) -> torch.Tensor:
@@ -59,12 +59,16 @@ def attention_reference(q, k, v, causal=False, scale=None, softcap=None, window=
 
 
 class Model(nn.Module):
-    """attention_reference(q, k, v, causal, scale, softcap, window): (B, Sq, Hq, D)."""
+    """attention_reference(q, k, v, causal, scale, softcap, window): (B, Sq, Hq, D); with layout "bhsd" inputs and
+    output in (B, H, S, D), as F.scaled_dot_product_attention takes them."""
 
     def __init__(self):
         super().__init__()
 
-    def forward(self, q, k, v, causal=False, scale=None, softcap=None, window=None):
+    def forward(self, q, k, v, causal=False, scale=None, softcap=None, window=None, layout="bshd"):
+        if layout == "bhsd":  # SDPA's (B, H, S, D): the same attention on the transposed views
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            return attention_reference(q, k, v, causal, scale, softcap, window).transpose(1, 2)
         return attention_reference(q, k, v, causal, scale, softcap, window)
 
 
@@ -84,8 +88,8 @@ def get_init_inputs():
 def get_test_inputs():
     """Small sets (the CPU interpreter runs them): lengths that are not multiples of a block, GQA and
     MQA, causal with Sq < Sk and Sq > Sk (bottom-right: the first queries then see no key), a
-    sliding window, soft-capping, an explicit scale, head dims 64 and 128, bf16 and fp16; then one
-    larger causal set for the GPU."""
+    sliding window, soft-capping, an explicit scale, head dims 64 and 128, bf16 and fp16, GQA in SDPA's
+    (B, H, S, D) layout; then one larger causal set for the GPU."""
     f16 = torch.float16
     return [
         _qkv(1, 37, 37, 2, 2, 64),
@@ -96,5 +100,6 @@ def get_test_inputs():
         _qkv(1, 61, 61, 4, 2, 64) + [True, None, None, (20, 0)],
         _qkv(1, 40, 29, 2, 2, 64, f16) + [False, None, 10.0],
         _qkv(1, 30, 30, 2, 1, 64) + [False, None, None, (7, 5)],
+        [t.transpose(1, 2).contiguous() for t in _qkv(1, 40, 40, 4, 2, 64)] + [True, None, None, None, "bhsd"],
         _qkv(2, 1000, 1000, 8, 2, 128) + [True],
     ]
