@@ -205,7 +205,7 @@ def _default_name(reference: Path) -> str:
 
 def match_cmd(op: Path, json_out: bool, options: Any, console: Any) -> int:
     from kernelagent.problem import ProblemError, inspect_problem
-    from kernelagent.tools.library import match_problem
+    from kernelagent.tools.library import match_problem, options_text
     from kernelagent.verifier.api import Verifier
 
     try:
@@ -221,7 +221,9 @@ def match_cmd(op: Path, json_out: bool, options: Any, console: Any) -> int:
         for col in ("entry", "shelf", "match", "why"):
             table.add_column(col, overflow="fold")
         for r in results:
-            table.add_row(r["name"], r.get("origin", ""), "[green]yes[/]" if r["match"] else "no", r.get("why", ""))
+            bound = f" ({options_text(r['options'])})" if r["match"] and r.get("options") else ""
+            table.add_row(r["name"], r.get("origin", ""), f"[green]yes[/]{bound}" if r["match"] else "no",
+                          r.get("why", ""))
         console.print(table)
     return EXIT_OK if any(r["match"] for r in results) else EXIT_REJECTED
 
