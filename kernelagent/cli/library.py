@@ -204,8 +204,11 @@ def _default_name(reference: Path) -> str:
 
 
 def match_cmd(op: Path, json_out: bool, options: Any, console: Any) -> int:
+    from rich.markup import escape
+
     from kernelagent.problem import ProblemError, inspect_problem
-    from kernelagent.tools.library import match_problem, options_text
+    from kernelagent.tools.library import match_problem
+    from kernelagent.tools.presets import options_text
     from kernelagent.verifier.api import Verifier
 
     try:
@@ -221,7 +224,7 @@ def match_cmd(op: Path, json_out: bool, options: Any, console: Any) -> int:
         for col in ("entry", "shelf", "match", "why"):
             table.add_column(col, overflow="fold")
         for r in results:
-            bound = f" ({options_text(r['options'])})" if r["match"] and r.get("options") else ""
+            bound = escape(f" ({options_text(r['options'])})") if r["match"] and r.get("options") else ""
             table.add_row(r["name"], r.get("origin", ""), f"[green]yes[/]{bound}" if r["match"] else "no",
                           r.get("why", ""))
         console.print(table)

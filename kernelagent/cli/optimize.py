@@ -234,12 +234,13 @@ def _offline(req: Request, options: Any, help_text: str, store: Any) -> int:
 
 
 def _render_offline(result: Any) -> None:
+    from rich.markup import escape
+
     from kernelagent.cli.render import render_report
+    from kernelagent.tools.presets import options_text
 
     console.print("[bold]offline mode[/]: no LLM provider is configured, so no new kernel can be written.")
-    from kernelagent.tools.library import options_text
-
-    hits = [m["name"] + (f" ({options_text(m['options'])})" if m.get("options") else "")
+    hits = [escape(m["name"] + (f" ({options_text(m['options'])})" if m.get("options") else ""))
             for m in result.matches if m["match"]]
     console.print(f"library entries computing the same function: {', '.join(hits) or 'none'}")
     if result.report is not None:

@@ -8,7 +8,6 @@ to. A shipped card's `verified` list can be filled (`record`) only in a source c
 
 from __future__ import annotations
 
-import ast
 import datetime as _dt
 import json
 import re
@@ -59,69 +58,6 @@ def match_problem(problem: str | Path, verifier: Verifier, entries: list[Library
         raise LibraryError(f"could not compare {problem} with the library: {e}") from e
     origin = {e.name: e.origin for e in entries}
     return [{**r, "origin": origin.get(r.get("name"), "")} for r in results]
-
-
-def declared_presets(entry: LibraryEntry) -> list[dict[str, Any]]:
-    """The option sets the entry's reference declares for matching (MATCH_PRESETS, read as a literal from its
-    file, never run here), in the form a match result carries them (through JSON: tuples as lists)."""
-    try:
-        tree = ast.parse(entry.reference_path.read_text())
-    except (OSError, SyntaxError):
-        return []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MATCH_PRESETS" for t in node.targets):
-            try:
-                return [json.loads(json.dumps(dict(p))) for p in ast.literal_eval(node.value)]
-            except (ValueError, TypeError, SyntaxError):
-                return []
-    return []
-
-
-def options_text(options: dict[str, Any]) -> str:
-    """A match's options as a call would write them: `causal=True`."""
-    return ", ".join(f"{k}={v!r}" for k, v in options.items())
-
-
-def bound_kernel(entry: LibraryEntry, backend: str, options: dict[str, Any]) -> str:
-    """The entry's kernel file for `backend` with `options` (one of its declared presets) bound: each option's
-    default in its ModelNew.forward replaced by the value, the rest of the file as it is (so the verifier's policy
-    sees the signature it knows); the file itself when there are none."""
-    source = entry.backends[backend].read_text()
-    if not options:
-        return source
-    if options not in declared_presets(entry):
-        raise LibraryError(f"{entry.name} declares no option set {options!r} (MATCH_PRESETS)")
-    forward = _forward_of_model_new(ast.parse(source))
-    defaults = _defaults(forward) if forward is not None else {}
-    if any(k not in defaults for k in options):
-        raise LibraryError(f"{entry.name}'s {backend} ModelNew.forward has no default to bind for "
-                           f"{options_text(options)}")
-    lines = source.splitlines(keepends=True)
-    for name in sorted(options, key=lambda k: (defaults[k].lineno, defaults[k].col_offset), reverse=True):
-        node = defaults[name]  # one line each (a literal default); replaced from the last, so offsets hold
-        if node.lineno != node.end_lineno:
-            raise LibraryError(f"{entry.name}: the default of {name} spans lines")
-        line = lines[node.lineno - 1].encode()
-        lines[node.lineno - 1] = (line[:node.col_offset] + repr(options[name]).encode()
-                                  + line[node.end_col_offset:]).decode()
-    note = (f"# Written by kernelagent's offline path: library entry `{entry.name}` with {options_text(options)}\n"
-            "# bound as ModelNew.forward's default(s): what your problem computes.\n")
-    return note + "".join(lines)
-
-
-def _forward_of_model_new(tree: ast.Module) -> ast.FunctionDef | None:
-    """The forward of the module's last top-level ModelNew class (the one Python binds)."""
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"]
-    methods = [n for n in classes[-1].body if isinstance(n, ast.FunctionDef) and n.name == "forward"] if classes else []
-    return methods[-1] if methods else None
-
-
-def _defaults(fn: ast.FunctionDef) -> dict[str, ast.expr]:
-    """Each parameter's default expression, by name (those that have one)."""
-    pos = fn.args.posonlyargs + fn.args.args
-    out = dict(zip([a.arg for a in pos[len(pos) - len(fn.args.defaults):]], fn.args.defaults, strict=True))
-    out.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None})
-    return out
 
 
 def verify_entry(entry: LibraryEntry, backend: str, verifier: Verifier, problem: str | Path | None = None) -> Report:
@@ -400,6 +336,6 @@ def examples_for(op_signature: list[str], backend: str, limit: int = 2) -> list[
              "source": e.backends[backend].read_text()} for ov, _, e in scored[:limit]]
 
 
-__all__ = ["KernelSource", "LibraryError", "add_entry", "bound_kernel", "declared_presets", "drift", "entry_summary",
-           "examples_for", "get_entry", "list_entries", "match_problem", "options_text", "record", "recordable",
-           "remove_entry", "resolve_kernel", "reverify", "verified_row", "verify_entry", "writable"]
+__all__ = ["KernelSource", "LibraryError", "add_entry", "drift", "entry_summary", "examples_for", "get_entry",
+           "list_entries", "match_problem", "record", "recordable", "remove_entry", "resolve_kernel", "reverify",
+           "verified_row", "verify_entry", "writable"]

@@ -80,31 +80,33 @@ def offline_optimize(problem: str | Path, backend: str, verifier: Verifier, out:
 
 def _try_entry(hit: dict[str, Any], problem: str | Path, backend: str, verifier: Verifier, out: str | Path | None,
                scratch: Path, result: OfflineResult) -> bool:
-    """Verify one matching entry's kernel (its options bound, if the match took any) on the problem; write it
-    beside the problem when accepted. True when written."""
+    """Verify one matching entry's kernel (a declared preset bound, if the match named one) on the problem; write
+    that same source beside the problem when accepted. True when written."""
     from kernelagent.kernels import LibraryError
-    from kernelagent.tools.library import bound_kernel, get_entry
+    from kernelagent.problem import sha256_text
+    from kernelagent.tools.library import get_entry
+    from kernelagent.tools.presets import bound_kernel, declared
 
     entry = get_entry(hit["name"])
     if backend not in entry.backends:
         result.notes.append(f"library entry {entry.name} matches but has no {backend} kernel")
         return False
-    options = hit.get("options") or {}
-    kernel = entry.backends[backend]
+    kernel, options = entry.backends[backend], hit.get("options") or {}
+    try:
+        source = bound_kernel(entry, backend, options)
+        options = declared(entry, options) if options else {}
+    except LibraryError as e:
+        result.notes.append(str(e))
+        return False
     if options:
-        try:
-            source = bound_kernel(entry, backend, options)
-        except LibraryError as e:
-            result.notes.append(str(e))
-            return False
         kernel = scratch / kernel.name
         kernel.write_text(source)
     report = verifier.verify(problem, kernel)
     result.chosen, result.report, result.options = entry.name, report, options
-    if not report.accepted:
-        return False
+    if not report.accepted or report.candidate.get("sha256") != sha256_text(source):
+        return False  # (the second: the file changed between its verification and now)
     target = Path(out) if out else default_out(problem, backend)
-    target.write_text(kernel.read_text())
+    target.write_text(source)
     result.out_path = str(target)
     return True
 
@@ -119,7 +121,7 @@ def describe_checks(result: OfflineResult, compared: int) -> None:
     trials = report.metrics.get("trials")
     verdict = ("accepted" if report.accepted else "compiled, but not run (no GPU): not verified, not written"
                if report.unverified else f"rejected ({report.category})")
-    from kernelagent.tools.library import options_text
+    from kernelagent.tools.presets import options_text
 
     bound = options_text(result.options)
     result.checked.append(f"verified the library kernel {result.chosen}" + (f" ({bound} bound)" if bound else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -82,6 +83,8 @@ def test_optimize_offline_binds_a_matched_option(tmp_path):
     assert any("causal=True bound" in c for c in doc["checked"]), doc["checked"]
     forward = out.read_text().split("class ModelNew")[-1]
     assert "causal: bool = True" in forward and "layout: str = 'bhsd'" in forward
+    written = hashlib.sha256(out.read_text().encode()).hexdigest()
+    assert written == doc["report"]["candidate"]["sha256"]  # what was verified is what was written
 
 
 def test_library_list_and_show(tmp_path):

@@ -66,6 +66,8 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, q, k, v, causal=False, scale=None, softcap=None, window=None, layout="bshd"):
+        if layout not in ("bshd", "bhsd"):
+            raise ValueError(f"attention: layout must be 'bshd' or 'bhsd', got {layout!r}")
         if layout == "bhsd":  # SDPA's (B, H, S, D): the same attention on the transposed views
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             return attention_reference(q, k, v, causal, scale, softcap, window).transpose(1, 2)

@@ -54,7 +54,8 @@ def _presets(lib: Any) -> list[dict[str, Any]]:
     """The option sets to try the entry's reference with (keyword arguments after the problem's inputs): its
     MATCH_PRESETS, else none but the inputs alone."""
     found = getattr(lib.module, "MATCH_PRESETS", None)
-    return [dict(p) for p in found] if found else [{}]
+    ok = isinstance(found, list) and found and all(isinstance(p, dict) for p in found)
+    return [dict(p) for p in found] if ok else [{}]  # (a malformed list: the inputs alone, for this entry only)
 
 
 def _agrees(problem: Any, user: torch.nn.Module, ref: torch.nn.Module, options: dict[str, Any], device: str,
@@ -88,12 +89,13 @@ def _same_function(problem: Any, lib: Any, device: str, seed: int, cap: int) -> 
         ref = _build(lib.model_cls, lib.init_inputs(), device)
     if ref is None or not _copy_params(user, ref):
         return False, "constructor or parameters do not fit", {}
-    why = ""
+    first = ""
     for options in _presets(lib):
         ok, why = _agrees(problem, user, ref, options, device, seed, cap)
         if ok:
             return True, why, options
-    return False, why, {}
+        first = first or why
+    return False, first, {}  # why the inputs alone (the first preset) did not fit
 
 
 def run_match(req: MatchRequest) -> dict[str, Any]:
