@@ -103,8 +103,11 @@ def _try_entry(hit: dict[str, Any], problem: str | Path, backend: str, verifier:
         kernel.write_text(source)
     report = verifier.verify(problem, kernel)
     result.chosen, result.report, result.options = entry.name, report, options
-    if not report.accepted or report.candidate.get("sha256") != sha256_text(source):
-        return False  # (the second: the file changed between its verification and now)
+    if not report.accepted:
+        return False
+    if report.candidate.get("sha256") != sha256_text(source):
+        result.notes.append(f"{kernel} changed while it was verified: not written")
+        return False
     target = Path(out) if out else default_out(problem, backend)
     target.write_text(source)
     result.out_path = str(target)
