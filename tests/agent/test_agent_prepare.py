@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from kernelagent.agent.feedback import first_prompt
 from kernelagent.cli.app import app
 from kernelagent.memory import open_store
-from kernelagent.problem import ProblemError
+from kernelagent.problem import ProblemError, sha256_text
 from kernelagent.tools import prepare as prep
 from kernelagent.verifier.api import ReferenceFailure
 from kernelagent.verifier.report import Report, Stage, rejected
@@ -105,9 +105,37 @@ class OfflineVerifier:
 
     def verify(self, problem: Any, candidate: Any) -> Report:
         stages = [Stage("reference", "passed", 0.1, details={"trials": 4, "notes": [SKIP_NOTE]})]
+        digest = sha256_text(Path(candidate).read_text())  # as the real report names what it verified
         return Report(verdict="accepted", category="ok", message="correct (CPU, not timed)", stages=stages,
-                      candidate={"path": str(candidate), "backend": "triton"}, metrics={"trials": 4},
+                      candidate={"path": str(candidate), "sha256": digest, "backend": "triton"}, metrics={"trials": 4},
                       environment={"device": "cpu"})
+
+
+class SwappedVerifier(OfflineVerifier):
+    """Reports another file's digest: what a kernel file changed while it was verified looks like."""
+
+    def verify(self, problem: Any, candidate: Any) -> Report:
+        report = super().verify(problem, candidate)
+        report.candidate["sha256"] = "0" * 64
+        return report
+
+
+def test_the_offline_path_writes_only_what_it_verified(home, problem, tmp_path, monkeypatch):
+    from kernelagent.tools import library
+
+    kernel = tmp_path / "lib_triton.py"
+    kernel.write_text("# the library kernel\n")
+
+    class Entry:
+        name, backends = "relu", {"triton": kernel}
+
+    monkeypatch.setattr("kernelagent.verifier.api.Verifier", SwappedVerifier)
+    monkeypatch.setattr(library, "match_problem", lambda p, v: [{"name": "relu", "match": True}])
+    monkeypatch.setattr(library, "get_entry", lambda name: Entry())
+    out = tmp_path / "out.py"
+    res = CliRunner().invoke(app, ["optimize", str(problem), "--out", str(out)])
+    assert "changed while it was verified: not written" in res.stdout, res.stdout
+    assert not out.exists()
 
 
 def test_the_offline_path_says_what_it_did_not_check_and_records_itself(home, problem, tmp_path, monkeypatch):
