@@ -85,7 +85,7 @@ def _try_entry(hit: dict[str, Any], problem: str | Path, backend: str, verifier:
     from kernelagent.kernels import LibraryError
     from kernelagent.problem import sha256_text
     from kernelagent.tools.library import get_entry
-    from kernelagent.tools.presets import bound_kernel, declared
+    from kernelagent.tools.presets import bound_kernel
 
     entry = get_entry(hit["name"])
     if backend not in entry.backends:
@@ -93,8 +93,7 @@ def _try_entry(hit: dict[str, Any], problem: str | Path, backend: str, verifier:
         return False
     kernel, options = entry.backends[backend], hit.get("options") or {}
     try:
-        source = bound_kernel(entry, backend, options)
-        options = declared(entry, options) if options else {}
+        source = bound_kernel(entry, backend, options)  # checks the options name a declared preset
     except LibraryError as e:
         result.notes.append(str(e))
         return False

@@ -120,7 +120,8 @@ class SwappedVerifier(OfflineVerifier):
         return report
 
 
-def test_the_offline_path_writes_only_what_it_verified(home, problem, tmp_path, monkeypatch):
+def _offline_run(problem, tmp_path, monkeypatch, verifier: type) -> tuple[Any, Path]:
+    """`kernelagent optimize` with no provider, one library entry "relu" matching, verified by `verifier`."""
     from kernelagent.tools import library
 
     kernel = tmp_path / "lib_triton.py"
@@ -129,29 +130,21 @@ def test_the_offline_path_writes_only_what_it_verified(home, problem, tmp_path, 
     class Entry:
         name, backends = "relu", {"triton": kernel}
 
-    monkeypatch.setattr("kernelagent.verifier.api.Verifier", SwappedVerifier)
+    monkeypatch.setattr("kernelagent.verifier.api.Verifier", verifier)
     monkeypatch.setattr(library, "match_problem", lambda p, v: [{"name": "relu", "match": True}])
     monkeypatch.setattr(library, "get_entry", lambda name: Entry())
     out = tmp_path / "out.py"
-    res = CliRunner().invoke(app, ["optimize", str(problem), "--out", str(out)])
+    return CliRunner().invoke(app, ["optimize", str(problem), "--out", str(out)]), out
+
+
+def test_the_offline_path_writes_only_what_it_verified(home, problem, tmp_path, monkeypatch):
+    res, out = _offline_run(problem, tmp_path, monkeypatch, SwappedVerifier)
     assert "changed while it was verified: not written" in res.stdout, res.stdout
     assert not out.exists()
 
 
 def test_the_offline_path_says_what_it_did_not_check_and_records_itself(home, problem, tmp_path, monkeypatch):
-    from kernelagent.tools import library
-
-    kernel = tmp_path / "lib_triton.py"
-    kernel.write_text("# the library kernel\n")
-
-    class Entry:
-        name, backends = "relu", {"triton": kernel}
-
-    monkeypatch.setattr("kernelagent.verifier.api.Verifier", OfflineVerifier)
-    monkeypatch.setattr(library, "match_problem", lambda p, v: [{"name": "relu", "match": True}])
-    monkeypatch.setattr(library, "get_entry", lambda name: Entry())
-    out = tmp_path / "out.py"
-    res = CliRunner().invoke(app, ["optimize", str(problem), "--out", str(out)])
+    res, out = _offline_run(problem, tmp_path, monkeypatch, OfflineVerifier)
     assert res.exit_code == 0, res.stderr
     assert f"not checked: {SKIP_NOTE}" in res.stdout
     assert "not checked: speed was not measured (no GPU here)" in res.stdout
