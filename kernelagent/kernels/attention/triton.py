@@ -52,10 +52,10 @@ _LN2_C = tl.constexpr(LN2)
 BWD_TABLE = ((64, 64, 4, 2, 128), (64, 128, 8, 2, 128), (16, 64, 8, 2, 256), (32, 64, 8, 2, 256))
 DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (64, 64, 8, 2, 256))
 # On trial, not in the autotuner's lists: Triton 3.6's Hopper warp specialisation of the two loops (a producer
-# warp group loading by TMA, two math ones), compiled for sm_90a (dK/dV 64x64: 8 bytes of spill, 48 causal; dQ
-# none; tests/kernels/test_attention.py) but neither timed nor run on a GPU yet. benchmarks/probes/
+# warp group loading by TMA, two math ones), compiled for sm_90a (dK/dV 64x64: 8 bytes of spill, 48 causal; 32x64
+# and dQ none; tests/kernels/test_attention.py) but neither timed nor run on a GPU yet. benchmarks/probes/
 # attention_bwd_ws.py times them against the tables' configs and tests/kernels/test_attention_gpu.py forces them.
-BWD_WS_TABLE = ((64, 64, 4, 2, 128),)
+BWD_WS_TABLE = ((64, 64, 4, 2, 128), (32, 64, 4, 2, 128))
 DQ_WS_TABLE = ((128, 64, 4, 2, 128), (128, 128, 4, 2, 128))
 
 
