@@ -121,6 +121,8 @@ def _parse(source: str, path: str, what: str) -> ast.Module:
         raise _syntax_error(e, path, what) from e
     except ValueError as e:  # null bytes in the source (Python 3.11)
         raise _fail(what, path, None, f"cannot be parsed ({e}).") from e
+    except (RecursionError, MemoryError) as e:  # a 3000-term expression: Python's own parser gives up
+        raise _fail(what, path, None, f"is nested too deeply to be parsed ({type(e).__name__}); simplify it.") from e
 
 
 def _syntax_error(e: SyntaxError, path: str, what: str) -> ProblemError:
@@ -497,9 +499,11 @@ def _ast_arity(tree: ast.Module, cls_name: str, meth: str) -> _Arity | None:
 
 
 def static_signature_mismatch(problem_source: str, candidate_source: str) -> str | None:
-    """`signature_mismatch` from the sources alone (the parent never imports a candidate)."""
+    """`signature_mismatch` from the sources alone (the parent never imports a candidate); None where the
+    sources cannot tell (unparsable, or nested past what ast.unparse can print: the worker's import decides)."""
     try:
         ref_tree, new_tree = ast.parse(problem_source), ast.parse(candidate_source)
-    except SyntaxError:
+        return _first_mismatch(lambda meth: (_ast_arity(ref_tree, "Model", meth),
+                                             _ast_arity(new_tree, "ModelNew", meth)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _first_mismatch(lambda meth: (_ast_arity(ref_tree, "Model", meth), _ast_arity(new_tree, "ModelNew", meth)))

@@ -73,6 +73,9 @@ def _check_tree(tree: ast.Module, source: str, filename: str, entry_tensors: fro
                                              "they refer to", "suspect")
     except RecursionError:
         report.add("syntax", tree, "the code is nested too deeply to be checked; simplify it")
+    except Exception as err:  # noqa: BLE001 - what the policy cannot read, it does not pass (red team, 2026-12-05)
+        report.add("syntax", tree, f"the policy could not analyse this file ({type(err).__name__}: {str(err)[:120]}); "
+                                   "simplify the code around names built at run time")
     return report.result()
 
 

@@ -1,16 +1,24 @@
 """Folding string expressions to their value: `"soft" + "max"`, `"xamtfos"[::-1]`, f-strings of
 constants, `"".join(map(chr, [...]))`, names bound to such strings. Used to see through names built
-at run time (getattr, __import__, torch.library namespaces)."""
+at run time (getattr, __import__, torch.library namespaces).
+
+A fold is exact or it is None: the policy judges the name a fold returns, so a fold that differs from
+what Python computes lets a file show the policy one name and run another (red team, 2026-12-05:
+`str(b"...")` folded as the bytes' text where Python gives "b'...'", f-string conversions ignored and a
+`str` defined in the file taken for the builtin, each turned `torch.softmax` into an allowed name). So
+only str values fold (no bytes, no encode/decode), the builtins str, chr, map and reversed count only
+where the file does not rebind them, f-string fields only without conversion or format spec, and format
+templates only with bare `{}` fields."""
 
 from __future__ import annotations
 
 import ast
 
-from kernelagent.verifier.policy.scopes import Binding, Scope
+from kernelagent.verifier.policy.scopes import Binding, Scope, Val
 
 _STR_METHODS = frozenset({
     "upper", "lower", "strip", "lstrip", "rstrip", "casefold", "title", "capitalize", "swapcase",
-    "removeprefix", "removesuffix", "replace", "format", "decode", "encode", "join",
+    "removeprefix", "removesuffix", "replace", "format", "join",
 })
 _MAX_DEPTH = 60
 _MAX_LENGTH = 1000  # longer results are not names; refusing them also bounds the work
@@ -58,8 +66,6 @@ class StringFolding:
 
     def _fold(self, expr: ast.AST, scope: Scope, depth: int) -> str | None:
         if isinstance(expr, ast.Constant):
-            if isinstance(expr.value, bytes):
-                return expr.value.decode("latin-1")
             return expr.value if isinstance(expr.value, str) else None
         if isinstance(expr, ast.JoinedStr):
             return self._fold_joined(expr, scope, depth)
@@ -93,6 +99,8 @@ class StringFolding:
     def _fold_joined(self, expr: ast.JoinedStr, scope: Scope, depth: int) -> str | None:
         parts = []
         for part in expr.values:
+            if isinstance(part, ast.FormattedValue) and (part.conversion not in (-1, ord("s")) or part.format_spec):
+                return None  # !r, !a and format specs change the text
             inner = part.value if isinstance(part, ast.FormattedValue) else part
             text = self.fold(inner, scope, depth)
             if text is None:
@@ -129,9 +137,15 @@ class StringFolding:
         index = _const_int(sl)
         return text[index] if index is not None and -len(text) <= index < len(text) else None
 
+    def _builtin(self, expr: ast.AST, name: str, scope: Scope) -> bool:
+        """`expr` names the builtin `name` (not a function or value of the file's own by that name)."""
+        return isinstance(expr, ast.Name) and expr.id == name and self.lookup(name, scope) == [
+            ("val", Val("ref", f"builtins.{name}"))]
+
     def _fold_call(self, call: ast.Call, scope: Scope, depth: int) -> str | None:
         func = call.func
-        if isinstance(func, ast.Name) and func.id in ("str", "chr") and len(call.args) == 1:
+        if (any(self._builtin(func, name, scope) for name in ("str", "chr")) and len(call.args) == 1
+                and not call.keywords):
             if func.id == "chr":
                 code = _const_int(call.args[0])
                 return chr(code) if code is not None and 0 <= code < 0x110000 else None
@@ -142,12 +156,12 @@ class StringFolding:
                 return None
             if func.attr == "join":
                 items = self._fold_items(call.args[0], scope, depth) if len(call.args) == 1 else None
-                return None if items is None else base.join(items)
+                if items is None or len(base) * len(items) + sum(map(len, items)) > 4 * _MAX_LENGTH:
+                    return None
+                return base.join(items)
             args = [self.fold(a, scope, depth) for a in call.args]
             if any(a is None for a in args) or call.keywords:
                 return None
-            if func.attr == "format" and any(ch.isdigit() for ch in base):
-                return None  # widths and indices could blow up; plain "{}" placeholders suffice
             return _apply_str_method(base, func.attr, args)
         return None
 
@@ -160,13 +174,16 @@ class StringFolding:
             items = [self.fold(e, scope, depth) for e in expr.elts]
             return None if any(i is None for i in items) else items  # type: ignore[return-value]
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and len(expr.args) >= 1:
-            if expr.func.id == "reversed" and len(expr.args) == 1:
+            if self._builtin(expr.func, "reversed", scope) and len(expr.args) == 1 and not expr.keywords:
                 text = self.fold(expr.args[0], scope, depth)
                 items = list(text) if text is not None else self._fold_items(expr.args[0], scope, depth)
                 return None if items is None else items[::-1]
-            if expr.func.id == "map" and len(expr.args) == 2 and _is_name(expr.args[0], "chr"):
+            if (self._builtin(expr.func, "map", scope) and len(expr.args) == 2 and not expr.keywords
+                    and self._builtin(expr.args[0], "chr", scope)):
                 codes = _const_ints(expr.args[1])
-                return None if codes is None else [chr(c) for c in codes if 0 <= c < 0x110000]
+                if codes is None or not all(0 <= c < 0x110000 for c in codes):
+                    return None  # chr raises there
+                return [chr(c) for c in codes]
         text = self.fold(expr, scope, depth)
         return list(text) if text is not None else None
 
@@ -187,15 +204,18 @@ def _const_ints(expr: ast.AST) -> list[int] | None:
     return None if any(v is None for v in values) else values  # type: ignore[return-value]
 
 
-def _is_name(expr: ast.AST, name: str) -> bool:
-    return isinstance(expr, ast.Name) and expr.id == name
-
-
-def _apply_str_method(base: str, method: str, args: list[str | None]) -> str | None:
+def _apply_str_method(base: str, method: str, args: list[str]) -> str | None:
+    """`base.method(*args)` on folded strings, or None where it would raise or could grow past what a name
+    needs (bounded before it is computed: the folds' work budget counts calls, not their cost)."""
+    if method == "format":  # bare fields only: no index, name, conversion, width or escaped brace to read
+        if "{" in base.replace("{}", "") or "}" in base.replace("{}", ""):
+            return None
+        if base.count("{}") * max(map(len, args), default=0) > _MAX_LENGTH:
+            return None
+    if method == "replace" and len(args) == 2 and (not args[0] or base.count(args[0]) * len(args[1]) > _MAX_LENGTH):
+        return None
     try:
         result = getattr(base, method)(*args)
-    except (TypeError, ValueError, IndexError, KeyError, UnicodeError):
+    except Exception:  # noqa: BLE001 - whatever Python raises, the fold does not know the value
         return None
-    if isinstance(result, bytes):
-        return result.decode("latin-1")
     return result if isinstance(result, str) else None
