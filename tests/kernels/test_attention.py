@@ -632,9 +632,10 @@ def test_backward_kernels_compile_for_sm90a_without_spills(tri, kernel):
 @pytest.mark.parametrize("kernel", ["dkdv", "dq"])
 def test_warp_specialised_backward_trial_compiles_partitioned(tri, kernel):
     """The trial configs (BWD_WS_TABLE, DQ_WS_TABLE) at head dim 128, causal and not (dQ's non-causal case with
-    whole key blocks: its unmasked loop): Triton 3.6 partitions the loop (a producer warp group beside the math ones, registers
-    moved by setmaxnreg), without dQ's second math partition taking its rows 64 too far (the forward's bug), with
-    no spill in dQ and at most 48 bytes in dK/dV (8 without a mask), within the shared memory an SM has."""
+    whole key blocks: its unmasked loop): Triton 3.6 partitions the loop (a producer warp group beside the math
+    ones, registers moved by setmaxnreg), without dQ's second math partition taking its rows 64 too far (the
+    forward's bug), with no spill in dQ and at most 48 bytes in dK/dV (8 without a mask), within the shared
+    memory an SM has."""
     fn, table = (tri._attn_dkdv_kernel, tri.BWD_WS_TABLE) if kernel == "dkdv" else (tri._attn_dq_kernel,
                                                                                    tri.DQ_WS_TABLE)
     cases = [(False, True), (True, False)] if kernel == "dq" else [(False, False), (True, False)]

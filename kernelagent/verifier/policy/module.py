@@ -17,6 +17,7 @@ from kernelagent.verifier.policy.tables import (
     BANNED,
     BUFFER_PROTOCOL,
     CUSTREAM_TYPES,
+    DISPATCH_MACHINERY,
     FILE_GLOBALS,
     INTROSPECTION_ATTRS,
     INTROSPECTION_GLOBALS,
@@ -237,6 +238,12 @@ class ModuleChecker:
         if name in OUTSIDE_ATTR_RULES and not self._own_attr(base, name, scope):
             self.report.add(OUTSIDE_ATTR_RULES[name], node, f"`{short(node)}` uses .{name} of an object the "
                                                             "candidate did not define it on")
+        if DISPATCH_MACHINERY.search(name) and not self._own_attr(base, name, scope):
+            self._dispatch_machinery(node, name)
+        elif name.startswith("_") and not name.startswith("__") and not self._refs(base, scope) and not any(
+                v.kind in _OWN for v in self.r.resolve(base, scope)):
+            self.report.add("introspection", node, f"`{short(node)}` reads the private attribute .{name} of a value "
+                                                   "the checks cannot follow", "suspect")
         if name in MODULE_LIKE_ATTRS and not any("()" not in q for q in self._refs(base, scope)):
             if not any(v.kind in _OWN for v in self.r.resolve(base, scope)):
                 self.report.add("introspection", node, f"`{short(node)}` reads an attribute named like the module "
@@ -460,10 +467,18 @@ class ModuleChecker:
 
     def _check_folded(self, node: ast.expr, scope: Scope) -> None:
         """A string, however it is built from constants (`"__array_" + "interface__"`), that names a buffer
-        protocol: it can only be meant for setattr, a class's dict or a namespace dict."""
+        protocol (it can only be meant for setattr, a class's dict or a namespace dict) or a piece of PyTorch's
+        dispatch machinery (for getattr or attrgetter)."""
         name = node.value if isinstance(node, ast.Constant) else self.r.fold(node, scope)
         if isinstance(name, str) and name in BUFFER_PROTOCOL:
             self._buffer_protocol(node, name)
+        parts = name.split(".") if isinstance(name, str) else []  # attrgetter("_C._DisableTorchDispatch")
+        if parts and all(p.isidentifier() for p in parts) and any(DISPATCH_MACHINERY.search(p) for p in parts):
+            self._dispatch_machinery(node, name)
+
+    def _dispatch_machinery(self, node: ast.AST, name: str) -> None:
+        self.report.add("torch_compute", node, f"`{name}` is PyTorch's dispatch machinery: with it, operators run "
+                                               "where the op recorder does not see them")
 
     def _buffer_protocol(self, node: ast.AST, name: str) -> None:
         self.report.add("torch_compute", node, f"`{name}` offers memory to NumPy or PyTorch through a buffer "

@@ -5,6 +5,7 @@ Kept apart from the checking code so the lists can be read (and reviewed) on the
 
 from __future__ import annotations
 
+import re
 import types
 
 # What the candidate is told to do instead, per rule. Written for the LLM that must fix its kernel.
@@ -363,6 +364,15 @@ MODULE_LIKE_ATTRS = frozenset({
 })
 # Global names of a module that give its loader, spec or the interpreter's namespace.
 INTROSPECTION_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__"})
+# PyTorch's dispatch machinery: guards that switch the Python dispatch key off (ops run under them skip the op
+# recorder, a TorchDispatchMode, so PyTorch computes unseen), the mode stacks, the dispatcher's TLS and the C
+# module they live in. No kernel needs them. Refused as an attribute of any object the candidate did not define
+# and as a string naming one (getattr, attrgetter), whatever the checks know of the object it is read from (red
+# team, 2026-12-05: torch reached through dict keys, generators, decorators, descriptors and a dozen more
+# constructs the name resolution cannot follow, then `._C._DisableTorchDispatch`, or the public
+# `torch.ExcludeDispatchKeyGuard`: torch.softmax computed unseen, accepted on 11 trials).
+# (Plain `dispatch` is left out: triton.language.core.dispatch is Triton's, and the interpreter's checks own it.)
+DISPATCH_MACHINERY = re.compile(r"Dispatch|_dispatch|[Tt]orch_?[Ff]unction|TLSSnapshot|^_.*_modes?(_|$)|^_C$")
 # Attribute names that do one thing whatever they are read from: rule for each.
 # NumPy's and DLPack's buffer protocols: an object of the candidate's own that offers one hands NumPy (or
 # torch) any memory it names, a tensor's data_ptr() included (red team, 2026-12-03: softmax computed in NumPy

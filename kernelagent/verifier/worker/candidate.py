@@ -140,6 +140,7 @@ class CandidateRunner:
         self.threads_before = (os_thread_count(), python_threads())
         self.snap = guard.snapshot()
         self.dispatch_snap = dispatch_guard.snapshot()
+        self.tls_changed = False  # a dispatch guard seen alive around a call (_check_tls)
         self.heavy_before = {m for m in _HEAVY_MODULES if m in sys.modules}
 
     # -- stages ------------------------------------------------------------------------------------
@@ -246,6 +247,7 @@ class CandidateRunner:
         before = self.launches.snapshot()
         cute_before = self.launches.stats["cute_launches"]
         grads = None
+        self._check_tls()
         try:
             # no cyclic collection from the call until the outputs are frozen: a generator's `finally` or a
             # finaliser of the candidate's run by the collector right after the recorder stops could write
@@ -270,6 +272,7 @@ class CandidateRunner:
             raise
         except BaseException as e:  # noqa: BLE001 - anything candidate code raises, SystemExit included
             raise _failure(e, self.req.candidate, "forward raised") from e
+        self._check_tls()
         facts = CallFacts(launches=self.launches.snapshot() - before, ops=dict(rec.ops), opened=sorted(rec.opened),
                           transfers=rec.transfers,
                           mutated=_inputs_unchanged(ins, pristine), types=["tensor" for _ in leaves],
@@ -404,8 +407,15 @@ class CandidateRunner:
         io["save_seconds"] = round(io["save_seconds"] + _perf() - t, 4)
         io["saved"] += 1
 
+    def _check_tls(self) -> None:
+        """A dispatch guard alive around a call (built in the constructor, or left by the call before)."""
+        if dispatch_guard.tls_keys() != self.dispatch_snap.tls:
+            self.tls_changed = True
+
     def integrity_after(self) -> None:
         self.facts.patched = guard.changed_since(self.snap) + dispatch_guard.changed_since(self.dispatch_snap)
+        if self.tls_changed and dispatch_guard.TLS_CHANGE not in self.facts.patched:
+            self.facts.patched.append(dispatch_guard.TLS_CHANGE)
         # what the candidate's run pulled in that the worker does not import up front (cost, not blame)
         self.facts.late_imports = sorted(m for m in _HEAVY_MODULES if m in sys.modules and m not in self.heavy_before)
         self.facts.launch_stats = {"total": self.launches.total, "kernels": self.launches.kernels()}

@@ -5,6 +5,11 @@ Two routes compute with PyTorch where the op recorder does not look (red team, 2
   the recorder logs the allowed op and runs it with itself popped, so what the kernel does goes unseen;
 - a TorchFunctionMode entered in the constructor and never left: it sees the verifier's own clones and
   copies of the inputs (outside any recorder) and can compute the answers there.
+A third (red team, 2026-12-05): a guard that takes the Python dispatch key out of the thread's dispatch
+(`torch.ExcludeDispatchKeyGuard`, `torch._C._DisableTorchDispatch`), built in the constructor and kept: every
+operator then skips the recorder. The static policy refuses those names; the worker also compares the
+dispatcher's thread-local key sets before and after every call with the snapshot's, so a guard left on is named
+even where the policy was fooled (one entered and left inside forward is the policy's alone).
 The worker takes a snapshot before the candidate is imported and names every difference afterwards; the
 parent rejects them like any other run-time patch. Meta kernels are left out: they compute no data, and
 PyTorch registers some lazily on first use of fake tensors.
@@ -24,6 +29,7 @@ class DispatchSnapshot:
     tables: dict[str, str]         # the dispatcher's table of every op the recorder allows, by name
     function_modes: int            # depth of the torch-function mode stack
     dispatch_modes: int            # depth of the torch-dispatch mode stack
+    tls: str                       # the dispatcher's thread-local included and excluded key sets
 
 
 def _watched_ops() -> list[str]:
@@ -50,12 +56,22 @@ def _python_impls() -> frozenset[str]:
                      if i.split("/")[0] in _NAMESPACES and i.rsplit("/", 1)[-1] not in _IGNORED_KEYS)
 
 
+def tls_keys() -> str:
+    """The calling thread's locally included and excluded dispatch keys (a guard changes them while it lives)."""
+    import torch
+
+    return f"{torch._C._dispatch_tls_local_include_set()} / {torch._C._dispatch_tls_local_exclude_set()}"
+
+
 def snapshot() -> DispatchSnapshot:
     """Taken before the candidate is imported (about 25 ms)."""
     import torch
 
     return DispatchSnapshot(_python_impls(), {n: _table(n) for n in _watched_ops()},
-                            torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+                            torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(), tls_keys())
+
+
+TLS_CHANGE = "the dispatcher's thread-local keys (a dispatch guard left on: operators skip the op recorder)"
 
 
 def changed_since(snap: DispatchSnapshot) -> list[str]:
@@ -71,4 +87,6 @@ def changed_since(snap: DispatchSnapshot) -> list[str]:
         changes.append("the torch-function mode stack (a mode left on)")
     if torch._C._len_torch_dispatch_stack() != snap.dispatch_modes:
         changes.append("the torch-dispatch mode stack (a mode left on)")
+    if tls_keys() != snap.tls:
+        changes.append(TLS_CHANGE)
     return changes

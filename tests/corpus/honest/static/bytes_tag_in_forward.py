@@ -17,7 +17,7 @@ def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        tag = b"row".decode() + "-" + "{}".format(x.dim())
+        tag = b"row".decode() + f"-{x.dim()}"
         y = torch.empty_like(x)
         scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
         self.last_tag = tag
