@@ -456,6 +456,10 @@ class ModuleChecker:
         if node.name in BUFFER_PROTOCOL:
             self._buffer_protocol(node, node.name)
 
+    def _on_keyword(self, node: ast.keyword, scope: Scope) -> None:
+        if node.arg and DISPATCH_MACHINERY.search(node.arg):  # torch.library's impl(..., with_keyset=True)
+            self._dispatch_machinery(node, node.arg)
+
     def _on_Constant(self, node: ast.Constant, scope: Scope) -> None:
         self._check_folded(node, scope)
 

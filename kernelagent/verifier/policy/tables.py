@@ -372,7 +372,10 @@ INTROSPECTION_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__
 # constructs the name resolution cannot follow, then `._C._DisableTorchDispatch`, or the public
 # `torch.ExcludeDispatchKeyGuard`: torch.softmax computed unseen, accepted on 11 trials).
 # (Plain `dispatch` is left out: triton.language.core.dispatch is Triton's, and the interpreter's checks own it.)
-DISPATCH_MACHINERY = re.compile(r"Dispatch|_dispatch|[Tt]orch_?[Ff]unction|TLSSnapshot|^_.*_modes?(_|$)|^_C$")
+# `redispatch` and `with_keyset` (a keyword of torch.library's impl): an op run below the keys a kernel is handed,
+# past the recorder's (red team, 2026-12-05, accepted).
+DISPATCH_MACHINERY = re.compile(
+    r"Dispatch|_dispatch|[Rr]edispatch|[Kk]ey_?[Ss]et|[Tt]orch_?[Ff]unction|TLSSnapshot|^_.*_modes?(_|$)|^_C$|^_op_dk$")
 # Attribute names that do one thing whatever they are read from: rule for each.
 # NumPy's and DLPack's buffer protocols: an object of the candidate's own that offers one hands NumPy (or
 # torch) any memory it names, a tensor's data_ptr() included (red team, 2026-12-03: softmax computed in NumPy

@@ -90,6 +90,31 @@ def count_host_reads() -> None:
             if id(value) in wrappers and value is not wrappers[id(value)]:
                 setattr(space, attr, wrappers[id(value)])
     _count_text_and_scalar_reads()
+    _record_redispatches()
+
+
+def _record_redispatches() -> None:
+    """`OpOverload.redispatch(keyset, ...)` runs an op from the keys it is given down: with a key set taken below
+    the Python key (one that a torch.library kernel of the candidate's own registered `with_keyset=True` is
+    handed), the op skips every dispatch mode, the recorder's included (red team, 2026-12-05: softmax from aten
+    ops redispatched with a captured CPU key set, accepted on 11 trials). Inside a recorder such a call is
+    recorded as the op itself; one whose key set still holds the Python key reaches the recorder anyway
+    (torch.library's own autograd redispatches so), and is left to it."""
+    import torch._ops
+
+    original = torch._ops.OpOverload.redispatch
+    if getattr(original, "_ka_counted", False):
+        return
+    python_key = torch._C.DispatchKey.Python
+
+    def redispatch(self: Any, keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active and not keyset.has(python_key):
+            _active[-1].ops[op_name(self)] += 1
+        return original(self, keyset, *args, **kwargs)
+
+    redispatch._ka_counted = True  # type: ignore[attr-defined]
+    redispatch.__name__, redispatch.__doc__ = original.__name__, original.__doc__
+    torch._ops.OpOverload.redispatch = redispatch
 
 
 def _count_text_and_scalar_reads() -> None:
