@@ -105,11 +105,16 @@ def _record_redispatches() -> None:
     original = torch._ops.OpOverload.redispatch
     if getattr(original, "_ka_counted", False):
         return
-    python_key = torch._C.DispatchKey.Python
+    python_key, has = torch._C.DispatchKey.Python, torch._C.DispatchKeySet.has  # C's: no subclass overrides it
 
     def redispatch(self: Any, keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active and not keyset.has(python_key):
-            _active[-1].ops[op_name(self)] += 1
+        if _active:
+            try:
+                seen = has(keyset, python_key)
+            except TypeError:  # not a key set: recorded, and the original refuses it
+                seen = False
+            if not seen:
+                _active[-1].ops[op_name(self)] += 1
         return original(self, keyset, *args, **kwargs)
 
     redispatch._ka_counted = True  # type: ignore[attr-defined]
