@@ -208,9 +208,8 @@ def _apply_str_method(base: str, method: str, args: list[str]) -> str | None:
     """`base.method(*args)` on folded strings, or None where it would raise or could grow past what a name
     needs (bounded before it is computed: the folds' work budget counts calls, not their cost)."""
     if method == "format":  # bare fields only: no index, name, conversion, width or escaped brace to read
-        if "{" in base.replace("{}", "") or "}" in base.replace("{}", ""):
-            return None
-        if base.count("{}") * max(map(len, args), default=0) > _MAX_LENGTH:
+        rest = base.replace("{}", "")
+        if "{" in rest or "}" in rest or base.count("{}") * max(map(len, args), default=0) > _MAX_LENGTH:
             return None
     if method == "replace" and len(args) == 2 and (not args[0] or base.count(args[0]) * len(args[1]) > _MAX_LENGTH):
         return None

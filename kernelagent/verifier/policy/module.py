@@ -240,8 +240,8 @@ class ModuleChecker:
                                                             "candidate did not define it on")
         if DISPATCH_MACHINERY.search(name) and not self._own_attr(base, name, scope):
             self._dispatch_machinery(node, name)
-        elif name.startswith("_") and not name.startswith("__") and not self._refs(base, scope) and not any(
-                v.kind in _OWN for v in self.r.resolve(base, scope)):
+        elif name.startswith("_") and not name.startswith("__") and not any(
+                v.kind == "ref" or v.kind in _OWN for v in self.r.resolve(base, scope)):
             self.report.add("introspection", node, f"`{short(node)}` reads the private attribute .{name} of a value "
                                                    "the checks cannot follow", "suspect")
         if name in MODULE_LIKE_ATTRS and not any("()" not in q for q in self._refs(base, scope)):
