@@ -1,5 +1,7 @@
-"""Probe (H200): the Triton backward's configs one by one, the warp-specialised trial ones (BWD_WS_TABLE,
-DQ_WS_TABLE: not yet in the autotuner's lists) among them, at B=2 H=16 S=8192 bf16, D=128 and 64, causal and not.
+"""Probe (H200): the Triton backward's configs one by one, with trial tables where the file has them (BWD_WS_TABLE,
+DQ_WS_TABLE: warp-specialised configs outside the autotuner's lists, in triton.py up to commit 4099f67, which made
+benchmarks/results/2026-12-05-h200/attention_bwd_ws.json; dropped after it), at B=2 H=16 S=8192 bf16, D=128 and 64,
+causal and not.
 
 For each kernel (dK/dV, dQ) and each config of its table and trial table that covers the head dim, the whole
 backward (`_bwd_launch`) is timed with that config forced and the other kernel held at its table's first config,
@@ -50,11 +52,11 @@ def _force(mod, dkdv, dq) -> None:
 
 
 def _candidates(mod, d: int) -> dict[str, list]:
-    """Per kernel: the table's configs, then the trial's, those covering head dim d."""
-    def fits(cfgs):
+    """Per kernel: the table's configs, then the trial's (if the file has one), those covering head dim d."""
+    def fits(table, trial):
+        cfgs = mod._configs(table) + (mod._configs(getattr(mod, trial), ws=True) if hasattr(mod, trial) else [])
         return [c for c in cfgs if d <= c.kwargs["MAX_D"]]
-    return {"dkdv": fits(mod._configs(mod.BWD_TABLE)) + fits(mod._configs(mod.BWD_WS_TABLE, ws=True)),
-            "dq": fits(mod._configs(mod.DQ_TABLE)) + fits(mod._configs(mod.DQ_WS_TABLE, ws=True))}
+    return {"dkdv": fits(mod.BWD_TABLE, "BWD_WS_TABLE"), "dq": fits(mod.DQ_TABLE, "DQ_WS_TABLE")}
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -71,7 +73,7 @@ def _config_rows(args, d: int, causal: bool, rounds: int) -> list[dict]:
     for kernel, cfgs in cands.items():
         for cfg in cfgs:
             forced = dict(base, **{kernel: cfg})
-            row = {"d": d, "causal": causal, "kernel": kernel, "config": str(cfg), "ws": bool(cfg.kwargs["WS"]),
+            row = {"d": d, "causal": causal, "kernel": kernel, "config": str(cfg), "ws": bool(cfg.kwargs.get("WS")),
                    "ms": []}
             try:
                 _force(current, forced["dkdv"], forced["dq"])

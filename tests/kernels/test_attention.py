@@ -310,9 +310,8 @@ def _path_rows(tri) -> list[dict]:
     """The plain-pointer path (head dim 36: rows of 72 bytes, no TMA), the warp-specialised single loop with
     a window, softcap and a gradient through the log-sum-exp, then whole key blocks (EVEN_K: 128 keys, no
     key-length mask) with fewer queries than keys, causal in the single loop and a window in the three, and more
-    queries than keys (the first see none), causal in the single loop. The "ws" cases run the backward's
-    warp-specialised variants too (WS: statistics through 1-D descriptors, every dK/dV block masked, dQ's single
-    loop and its unmasked centre load; the interpreter does not specialise warps but runs that code)."""
+    queries than keys (the first see none), causal in the single loop. The "ws" cases take the forward's
+    warp-specialised loop (the interpreter does not specialise warps but runs that code)."""
     rows = []
     gen = torch.Generator().manual_seed(6)
     for name, shape, kw, ws in (("pointer", (23, 30, 2, 1, 36), {"causal": True}, False),
@@ -323,12 +322,12 @@ def _path_rows(tri) -> list[dict]:
         sq, sk, hq, hkv, d = shape
         q = torch.randn(1, sq, hq, d, generator=gen).half()
         k, v = (torch.randn(1, sk, hkv, d, generator=gen).half() for _ in range(2))
-        tri.INTERP_FWD["WS"] = tri.INTERP_BWD["WS"] = ws
+        tri.INTERP_FWD["WS"] = ws
         xs = [t.clone().requires_grad_() for t in (q, k, v)]
         out, lse = tri.attention(*xs, return_lse=True, **kw)
         g, gl = torch.randn(out.shape, generator=gen).half(), torch.randn(lse.shape, generator=gen)
         torch.autograd.backward([out, lse], [g, gl])
-        tri.INTERP_FWD["WS"] = tri.INTERP_BWD["WS"] = False
+        tri.INTERP_FWD["WS"] = False
         window = tri._window(kw.get("causal", False), kw.get("window"))
         options = (d ** -0.5, kw.get("softcap"), window)
         (t_out, t_lse, *t_gs), (f_out, _, *f_gs) = _cpu_truth(tri, q, k, v, g, (None, None), options, gl=gl)
@@ -586,10 +585,10 @@ def test_even_keys_take_the_masks_out_of_the_warp_specialised_loop(tri, causal):
 
 def test_even_keys_fit_every_forward_and_dq_tile(tri):
     """EVEN_K drops the forward's and the dQ kernel's key-length masks when the key length is a multiple of 128:
-    every key tile they may take (tuned, on trial, untuned, the interpreter's) must divide 128, or a partial block
+    every key tile they may take (tuned, untuned, the interpreter's) must divide 128, or a partial block
     would go unmasked."""
     tiles = {c.kwargs["BLOCK_N"] for c in tri._fwd_configs()} | {t[1] for t in tri.FWD_DEFAULT.values()}
-    tiles |= {c[1] for c in tri.DQ_TABLE + tri.DQ_WS_TABLE} | {t[1] for t in tri.DQ_DEFAULT.values()}
+    tiles |= {c[1] for c in tri.DQ_TABLE} | {t[1] for t in tri.DQ_DEFAULT.values()}
     tiles |= {tri.INTERP_FWD["BLOCK_N"], tri.INTERP_BWD["BLOCK_N"]}
     assert tiles and all(128 % n == 0 for n in tiles), tiles
     assert tri._even_keys(False, 1024) and not tri._even_keys(False, 1000)
@@ -606,7 +605,7 @@ def test_warp_specialised_forward_configs_need_tma(tri):
     assert not any(c.kwargs["WS"] for c in without) and set(map(str, without)) < set(map(str, with_tma))
 
 
-BWD_BASE = dict({k: v for k, v in FWD_BASE.items() if k not in ("REVERSE", "EVEN_K")}, WS_OK=True)
+BWD_BASE = {k: v for k, v in FWD_BASE.items() if k not in ("REVERSE", "EVEN_K", "WS")}
 
 
 @pytest.mark.slow
@@ -616,7 +615,7 @@ def test_backward_kernels_compile_for_sm90a_without_spills(tri, kernel):
     the shared memory an SM has, no spill but up to 72 bytes in dK/dV's causal branch (64 at 64x64
     with 4 warps when written); more means a real regression."""
     fn, table = (tri._attn_dkdv_kernel, tri.BWD_TABLE) if kernel == "dkdv" else (tri._attn_dq_kernel, tri.DQ_TABLE)
-    extra = {"WS": False} if kernel == "dkdv" else {"REVERSE": True, "HAS_DLSE": False, "EVEN_K": False, "WS": False}
+    extra = {} if kernel == "dkdv" else {"REVERSE": True, "HAS_DLSE": False, "EVEN_K": False}
     for bm, bn, warps, stages, max_d in table:
         if max_d != 128:
             continue
@@ -626,58 +625,6 @@ def test_backward_kernels_compile_for_sm90a_without_spills(tri, kernel):
             allowed = 72 if causal and kernel == "dkdv" else 0
             assert facts["stack"] <= allowed and facts["wgmma"] and facts["tma_load"], (bm, bn, warps, stages, facts)
             assert facts["shared"] <= 227 * 1024, (bm, bn, warps, stages, facts)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kernel", ["dkdv", "dq"])
-def test_warp_specialised_backward_trial_compiles_partitioned(tri, kernel):
-    """The trial configs (BWD_WS_TABLE, DQ_WS_TABLE) at head dim 128, causal and not (dQ's non-causal case with
-    whole key blocks: its unmasked loop): Triton 3.6 partitions the loop (a producer warp group beside the math
-    ones, registers moved by setmaxnreg), without dQ's second math partition taking its rows 64 too far (the
-    forward's bug), with no spill in dQ and at most 48 bytes in dK/dV (8 without a mask), within the shared
-    memory an SM has."""
-    fn, table = (tri._attn_dkdv_kernel, tri.BWD_WS_TABLE) if kernel == "dkdv" else (tri._attn_dq_kernel,
-                                                                                   tri.DQ_WS_TABLE)
-    cases = [(False, True), (True, False)] if kernel == "dq" else [(False, False), (True, False)]
-    for bm, bn, warps, stages, max_d in table:
-        for causal, even in cases:
-            cex = dict(BWD_BASE, HAS_RIGHT=causal, BLOCK_M=bm, BLOCK_N=bn, MAX_D=max_d, WS=True)
-            if kernel == "dq":
-                cex.update(REVERSE=causal, HAS_DLSE=True, EVEN_K=even)
-            ir: list[str] = []
-            facts = _compile_sm90(fn, cex, warps, stages, ir)
-            allowed = 0 if kernel == "dq" else 48 if causal else 8
-            assert facts["warps"] > warps and facts["setmaxnreg"] and facts["wgmma"], (bm, bn, causal, facts)
-            assert facts["stack"] <= allowed and facts["shared"] <= 227 * 1024, (bm, bn, causal, facts)
-            starts, bad = _rows_shifted_twice(ir[0])
-            assert not bad and (kernel == "dkdv" or starts == {64}), (bm, bn, causal, starts, bad)
-
-
-def test_backward_trial_configs_are_pruned_where_they_cannot_run(tri, monkeypatch):
-    """The warp-specialised backward configs only where the launcher allows them (WS_OK: TMA, one sequence
-    length, 16-byte aligned rows of statistics), and none in the autotuner's lists while on trial."""
-    configs = tri._configs(tri.DQ_TABLE) + tri._configs(tri.DQ_WS_TABLE, ws=True)
-    with_ws, without = (tri._bwd_prune(configs, {}, BLOCK_D=128, WS_OK=ok) for ok in (True, False))
-    assert any(c.kwargs["WS"] for c in with_ws) and without and not any(c.kwargs["WS"] for c in without)
-    assert not any(c.kwargs["WS"] for c in tri._configs(tri.DQ_TABLE) + tri._configs(tri.BWD_TABLE))
-    seen = {}
-
-    class Launch:  # kernel[grid](...) records the WS_OK it was given
-        def __init__(self, name):
-            self.name = name
-
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: seen.__setitem__(self.name, kwargs.get("WS_OK"))
-
-    for name in ("_attn_dkdv_kernel", "_attn_dq_kernel", "_bwd_preprocess_kernel"):
-        monkeypatch.setattr(tri, name, Launch(name))
-    monkeypatch.setattr(tri, "_tma_ok", lambda *ts: True)
-    for sq, varlen, expected in ((64, False, True), (66, False, False), (64, True, False)):
-        x = torch.zeros(sq, 2, 64, dtype=torch.bfloat16) if varlen else torch.zeros(1, sq, 2, 64, dtype=torch.bfloat16)
-        stats = torch.zeros(2, 2, sq) if varlen else torch.zeros(2, 1, 2, sq)
-        cu = torch.tensor([0, sq], dtype=torch.int32) if varlen else None
-        tri._bwd_launch(x, x, x, x, x, stats, None, cu, cu, sq, sq, 0.125, None, (None, None))
-        assert seen["_attn_dq_kernel"] is expected and seen["_attn_dkdv_kernel"] is expected, (sq, varlen)
 
 
 INTERP_VARIANT = {"HEAD_D": 64, "BLOCK_D": 64, "VARLEN": False, "HAS_LEFT": True, "HAS_RIGHT": True, "SOFTCAP": True,
@@ -691,8 +638,8 @@ def test_interpreter_variant_compiles_for_sm90(tri, kernel):
     window, causal, softcap: every branch with a dot); its score product is fp32 at IEEE precision, not TF32."""
     fn, tiles, extra = {"fwd": (tri._attn_fwd_kernel, tri.INTERP_FWD, {"REVERSE": True, "EVEN_K": False}),
                         "dq": (tri._attn_dq_kernel, tri.INTERP_BWD, {"REVERSE": True, "HAS_DLSE": True,
-                                                                     "EVEN_K": False, "WS_OK": True}),
-                        "dkdv": (tri._attn_dkdv_kernel, tri.INTERP_BWD, {"WS_OK": True})}[kernel]
+                                                                     "EVEN_K": False}),
+                        "dkdv": (tri._attn_dkdv_kernel, tri.INTERP_BWD, {})}[kernel]
     ir: list[str] = []
     _compile_sm90(fn, dict(INTERP_VARIANT, **tiles, **extra), 4, 3, ir)
     dots = [ln for ln in ir[0].splitlines() if "tt.dot " in ln]

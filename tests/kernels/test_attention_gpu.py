@@ -211,19 +211,18 @@ def _case_errors(ref, tri, tag: str, case) -> list[str]:
 
 
 def test_every_config_the_autotuner_may_pick(ref, monkeypatch):
-    """Each forward config (warp-specialised ones too) and each config of the two backward kernels (with their
-    warp-specialised trial configs, not yet in the autotuner's lists), forced: the autotuner picks by time, so a
-    config that is wrong only shows where it wins (Triton 3.6 gave the second math warpgroup of a
-    warp-specialised forward its rows 64 too far: wrong lse, stats, dQ)."""
+    """Each forward config (warp-specialised ones too) and each config of the two backward kernels,
+    forced: the autotuner picks by time, so a config that is wrong only shows where it wins (Triton 3.6
+    gave the second math warpgroup of a warp-specialised forward its rows 64 too far: wrong lse,
+    stats, dQ)."""
     tri = backend("triton")
     bad = []
     first_dkdv, first_dq = tri._configs(tri.BWD_TABLE)[0], tri._configs(tri.DQ_TABLE)[0]
     for cfg in tri._fwd_prune(tri._fwd_configs(), {}, BLOCK_D=128, TMA=True):
         _force(monkeypatch, tri, fwd=cfg, dkdv=first_dkdv, dq=first_dq)
         bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"forward {cfg}", case)]
-    for kernel, table, trial in (("dkdv", tri.BWD_TABLE, tri.BWD_WS_TABLE), ("dq", tri.DQ_TABLE, tri.DQ_WS_TABLE)):
-        for cfg in tri._bwd_prune(tri._configs(table) + tri._configs(trial, ws=True), {}, BLOCK_D=128, TMA=True,
-                                  VARLEN=False):
+    for kernel, table in (("dkdv", tri.BWD_TABLE), ("dq", tri.DQ_TABLE)):
+        for cfg in tri._prune(tri._configs(table), {}, BLOCK_D=128):
             forced = {"dkdv": first_dkdv, "dq": first_dq, kernel: cfg}
             _force(monkeypatch, tri, fwd=tri._fwd_configs()[0], **forced)
             bad += [e for case in CONFIG_CASES for e in _case_errors(ref, tri, f"{kernel} {cfg}", case)]

@@ -47,20 +47,17 @@ _LN2_C = tl.constexpr(LN2)
 # tile, 7.6 ms without the dS rounding correction (its cross-warp row sum every step).
 # (BLOCK_M, BLOCK_N, warps, stages, widest head dim). Compiled for sm_90a (tests/kernels/
 # test_attention.py): no spill at head dim 128 but up to 72 bytes in dK/dV's causal branch; at 256
-# dQ's causal branch spills 8 bytes. dQ tiles 128 keys wide (7.4 and 8.2 ms in that probe) spill
-# 24-32 bytes since dQ tracks each row's best key, and were dropped.
+# dQ's causal branch spills 8 bytes. dQ tiles 128 keys wide (7.4 and 8.2 ms in that probe) spill, 40-56 bytes
+# at 8 warps and 2 stages with the centre of today, and are left out.
 BWD_TABLE = ((64, 64, 4, 2, 128), (64, 128, 8, 2, 128), (16, 64, 8, 2, 256), (32, 64, 8, 2, 256))
 DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (64, 64, 8, 2, 256))
-# On trial, not in the autotuner's lists: Triton 3.6's Hopper warp specialisation of the two loops (a producer
-# warp group loading by TMA, two math ones), compiled for sm_90a (dK/dV 64x64: 8 bytes of spill, 48 causal; 32x64
-# and dQ none; tests/kernels/test_attention.py) but neither timed nor run on a GPU yet. benchmarks/probes/
-# attention_bwd_ws.py times them against the tables' configs and tests/kernels/test_attention_gpu.py forces them.
-BWD_WS_TABLE = ((64, 64, 4, 2, 128), (32, 64, 4, 2, 128))
-DQ_WS_TABLE = ((128, 64, 4, 2, 128), (128, 128, 4, 2, 128))
+# Triton 3.6's Hopper warp specialisation of both loops (TMA loads only, every block masked) was tried on
+# 2026-12-05 and dropped: never faster than these tiles, and a dK/dV variant gave NaN (benchmarks/results/
+# 2026-12-05-h200/attention_bwd_ws.json).
 
 
-def _configs(table, ws: bool = False) -> list[triton.Config]:
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WS": ws, "MAX_D": d}, num_warps=w, num_stages=s)
+def _configs(table) -> list[triton.Config]:
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "MAX_D": d}, num_warps=w, num_stages=s)
             for bm, bn, w, s, d in table]
 
 
@@ -71,14 +68,8 @@ def _prune(configs, named_args, **kwargs):
     return keep or configs[-1:]
 
 
-def _bwd_prune(configs, named_args, **kwargs):
-    """_prune, with the warp-specialised configs only where the launcher allows them (WS_OK, see _bwd_launch)."""
-    ws_ok = kwargs["WS_OK"] if "WS_OK" in kwargs else named_args["WS_OK"]
-    return _prune([c for c in configs if ws_ok or not c.kwargs["WS"]], named_args, **kwargs)
-
-
 # the CPU interpreter: one fixed small tile (autotuning needs a GPU)
-INTERP_BWD = {"BLOCK_M": 16, "BLOCK_N": 16, "WS": False, "MAX_D": 256}
+INTERP_BWD = {"BLOCK_M": 16, "BLOCK_N": 16, "MAX_D": 256}
 # Problems below TUNE_MIN (Sq * Sk) skip autotuning and take these (compiling every config costs
 # more than such a problem runs); head dim -> (BLOCK_M, BLOCK_N, warps, stages).
 TUNE_MIN = 1 << 20
@@ -183,35 +174,14 @@ def _bwd_preprocess_kernel(Out, DO, DLSE, DELTA, CU_Q, so_b, so_s, so_h, sd_b, s
 
 
 @triton.jit
-def _row_stats(STATS, st_plane, DELTA, st_desc, dl_desc, at, rows, first, row_ok, WS: tl.constexpr):
-    """Row max, log2 row sum and delta of the query rows at + rows (at a scalar, rows first, first + 1, ...);
-    rows past the sequence (row_ok false) get 0, +inf, 0: P = 0 there. WS: through 1-D TMA descriptors over the
-    statistics (two planes) and delta, as Triton 3.6's warp specialisation takes TMA loads only (the launcher's
-    WS_OK: int32 coordinates, 16-byte aligned). The pointer loads keep the form at + rows: at + first + arange
-    gave the dK/dV kernel 600 bytes of spill."""
-    if WS:
-        at32 = (at + first).to(tl.int32)
-        m2 = tl.where(row_ok, st_desc.load([at32]), 0.0)
-        l2 = tl.where(row_ok, st_desc.load([st_plane + at32]), float("inf"))
-        delta = tl.where(row_ok, dl_desc.load([at32]), 0.0)
-    else:
-        m2 = tl.load(STATS + at + rows, mask=row_ok, other=0.0)
-        l2 = tl.load(STATS + st_plane + at + rows, mask=row_ok, other=float("inf"))
-        delta = tl.load(DELTA + at + rows, mask=row_ok, other=0.0)
-    return m2, l2, delta
-
-
-@triton.jit
-def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, st_desc, dl_desc, sq_s, sd_s, l_base,
-               start, end, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
+def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, sq_s, sd_s, l_base, start, end, f_lo,
+               f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr,
-               UPCAST: tl.constexpr, WS: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+               UPCAST: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_D: tl.constexpr):
     """dK, dV of one key block over query blocks [start, end) of one head. Blocks outside
     [f_lo, f_hi) straddle a mask edge and are masked (one loop with a uniform branch: three
-    specialised loops cost registers the accumulators need; WS: Triton's warp specialisation, which takes
-    no branch, so every block is masked, and TMA loads only, so the statistics come by st_desc, dl_desc).
-    Works transposed (keys on rows):
+    specialised loops cost registers the accumulators need). Works transposed (keys on rows):
     sT = K Q^T, so dV += P^T dO and dK += dS^T Q need no transposed accumulators. Rows past the
     sequence read Q = dO = 0 and a log-sum of +inf: P = 0 there; keys past it have K = V = 0 and
     their dK, dV rows are not stored.
@@ -220,7 +190,7 @@ def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, st_
     dtype = Q.dtype.element_ty
     cols = n0 + tl.arange(0, BLOCK_N)
     cols_d = tl.arange(0, BLOCK_D)
-    for m_blk in tl.range(start, end, disable_licm=True, warp_specialize=WS):  # hoisted full-tile masks would spill
+    for m_blk in tl.range(start, end, disable_licm=True):  # hoisted full-tile masks would spill
         m0 = m_blk * BLOCK_M
         rows = m0 + tl.arange(0, BLOCK_M)
         row_ok = rows < sq
@@ -231,7 +201,9 @@ def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, st_
             mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D)
             q = tl.load(Q + rows[:, None].to(tl.int64) * sq_s + cols_d[None, :], mask=mask, other=0.0)
             do = tl.load(DO + rows[:, None].to(tl.int64) * sd_s + cols_d[None, :], mask=mask, other=0.0)
-        m2, l2, delta = _row_stats(STATS, st_plane, DELTA, st_desc, dl_desc, l_base, rows, m0, row_ok, WS)
+        m2 = tl.load(STATS + l_base + rows, mask=row_ok, other=0.0)
+        l2 = tl.load(STATS + st_plane + l_base + rows, mask=row_ok, other=float("inf"))
+        delta = tl.load(DELTA + l_base + rows, mask=row_ok, other=0.0)
         if UPCAST:
             q = q.to(tl.float32)
             do = do.to(tl.float32)
@@ -245,7 +217,7 @@ def _dkdv_head(dk, dv, k, v, Q, DO, STATS, st_plane, DELTA, q_desc, do_desc, st_
         else:
             p_t = tl.math.exp2((qk_t - m2[None, :]) * qk_scale - l2[None, :])
         if HAS_LEFT or HAS_RIGHT:
-            if WS or (m_blk < f_lo) | (m_blk >= f_hi):
+            if (m_blk < f_lo) | (m_blk >= f_hi):
                 rel = cols[:, None] - rows[None, :]  # key minus query index
                 if HAS_RIGHT:
                     p_t = tl.where(rel <= off + win_right, p_t, 0.0)
@@ -276,8 +248,7 @@ def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
                       win_right, BUCKET_Q, BUCKET_K,
                       HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
                       HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, UPCAST: tl.constexpr,
-                      WS_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr,
-                      MAX_D: tl.constexpr):
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MAX_D: tl.constexpr):
     """One program per (key block, batch x kv head): K, V and the dK, dV accumulators stay on chip
     while the query blocks of every query head of the group stream past (GQA without atomics)."""
     pid_n = tl.program_id(0)
@@ -327,11 +298,6 @@ def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
 
         dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
         dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
-        st_desc = 0
-        dl_desc = 0
-        if WS:  # see _row_stats
-            st_desc = tl.make_tensor_descriptor(STATS, [2 * st_plane], [1], [BLOCK_M])
-            dl_desc = tl.make_tensor_descriptor(DELTA, [st_plane], [1], [BLOCK_M])
         for g in range(0, group):
             h = hk * group + g
             q_base = Q + b64 * sq_b + qs64 * sq_s + h * sq_h
@@ -342,10 +308,10 @@ def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
             if TMA:
                 q_desc = tl.make_tensor_descriptor(q_base, [sq, HEAD_D], [sq_s, 1], [BLOCK_M, BLOCK_D])
                 do_desc = tl.make_tensor_descriptor(do_base, [sq, HEAD_D], [sd_s, 1], [BLOCK_M, BLOCK_D])
-            dk, dv = _dkdv_head(dk, dv, k, v, q_base, do_base, STATS, st_plane, DELTA, q_desc, do_desc, st_desc,
-                                dl_desc, sq_s, sd_s, l_base, m_lo, m_hi, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale,
-                                cap_log2, win_left, win_right, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, WS, HEAD_D,
-                                BLOCK_M, BLOCK_N, BLOCK_D)
+            dk, dv = _dkdv_head(dk, dv, k, v, q_base, do_base, STATS, st_plane, DELTA, q_desc, do_desc, sq_s, sd_s,
+                                l_base, m_lo, m_hi, f_lo, f_hi, n0, sq, off, qk_scale, cap_scale, cap_log2, win_left,
+                                win_right, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, HEAD_D, BLOCK_M, BLOCK_N,
+                                BLOCK_D)
         dk = dk * sm_scale
         dk_base = DK + b64 * sdk_b + ks64 * sdk_s + hk * sdk_h
         dv_base = DV + b64 * sdv_b + ks64 * sdv_s + hk * sdv_h
@@ -363,18 +329,17 @@ def _attn_dkdv_kernel(Q, K, V, DO, STATS, DELTA, DK, DV, CU_Q, CU_K,
 def _dq_phase(dq, rs, idx, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, start, end, m0,
               sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
               MASK: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
-              TMA: tl.constexpr, UPCAST: tl.constexpr, WS: tl.constexpr, EVEN_K: tl.constexpr, HEAD_D: tl.constexpr,
+              TMA: tl.constexpr, UPCAST: tl.constexpr, EVEN_K: tl.constexpr, HEAD_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     """dQ rows m0 + local_m over key blocks [start, end): P again from the forward's statistics,
     dS = P (dP - delta), dQ += dS_16 K, rs += the row sums the correction needs (see _attn_dq_kernel):
     of dS_16, or with a softcap of dS_16 - dS; idx: per row the last key so far whose P exceeds p_half, half
     the row's largest P (the correction's centre). MASK: key-length (unless EVEN_K: whole key blocks), causal
-    and window masks element-wise (the block past the sequence's end is always a masked one). WS: the loop
-    warp-specialised."""
+    and window masks element-wise (the block past the sequence's end is always a masked one)."""
     dtype = k_base.dtype.element_ty
     local_m = tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
-    for n_blk in tl.range(start, end, warp_specialize=WS):
+    for n_blk in tl.range(start, end):
         n0 = n_blk * BLOCK_N
         cols = n0 + tl.arange(0, BLOCK_N)
         if TMA:
@@ -429,12 +394,12 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
                     cap_log2, win_left, win_right, BUCKET_Q, BUCKET_K,
                     HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr,
                     HAS_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, TMA: tl.constexpr, UPCAST: tl.constexpr,
-                    REVERSE: tl.constexpr, HAS_DLSE: tl.constexpr, EVEN_K: tl.constexpr, WS_OK: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr, MAX_D: tl.constexpr):
+                    REVERSE: tl.constexpr, HAS_DLSE: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, MAX_D: tl.constexpr):
     """One program per (query block, batch x head), shaped as the forward: Q, dO and the dQ
     accumulator stay on chip while K, V stream past in the forward's three phases (masked left
-    edge, unmasked middle, masked right edge), or with WS in one warp-specialised loop as the forward's;
-    dQ is written once, in the input dtype (no atomics: deterministic).
+    edge, unmasked middle, masked right edge); dQ is written once, in the input dtype (no atomics:
+    deterministic).
 
     Centring. dQ = sum_n dS_n K_n takes dS rounded to 16 bits; where the keys a row attends sit far
     from 0 (a large mean) that rounding, summed over the keys, dominates dQ (FlashAttention keeps it),
@@ -485,12 +450,9 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
             q = q.to(tl.float32)
             do = do.to(tl.float32)
         at = b64 * sl_b + h * sl_h + q_start + m0
-        st_desc = 0
-        dl_desc = 0
-        if WS:  # see _row_stats
-            st_desc = tl.make_tensor_descriptor(STATS, [2 * st_plane], [1], [BLOCK_M])
-            dl_desc = tl.make_tensor_descriptor(DELTA, [st_plane], [1], [BLOCK_M])
-        m2, l2, delta = _row_stats(STATS, st_plane, DELTA, st_desc, dl_desc, at, local_m, 0, row_ok, WS)
+        m2 = tl.load(STATS + at + local_m, mask=row_ok, other=0.0)
+        l2 = tl.load(STATS + st_plane + at + local_m, mask=row_ok, other=float("inf"))
+        delta = tl.load(DELTA + at + local_m, mask=row_ok, other=0.0)
 
         # key blocks: [n_lo, f_lo) masked | [f_lo, f_hi) seen by every query | [f_hi, n_hi) masked
         off, n_lo, f_lo, f_hi, n_hi = _key_blocks(m0, sq, sk, win_left, win_right, HAS_LEFT, HAS_RIGHT, BLOCK_M,
@@ -501,31 +463,20 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
         idx = tl.zeros([BLOCK_M], tl.int32)
         p_half = tl.math.exp2(-1.0 - l2)  # half the row's largest P; 0 for a row that sees no key (l2 = +inf)
         state = (dq, rs, idx)  # accumulator, row sums, centre key
-        if WS:  # one loop, every block masked unless nothing needs it (Triton 3.6's pass: see the forward's)
-            dq, rs, idx = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s,
-                                    n_lo, n_hi, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right,
-                                    HAS_LEFT or HAS_RIGHT or not EVEN_K, HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST,
-                                    True, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
-        else:
-            if HAS_LEFT:
-                state = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s,
-                                  n_lo, f_lo, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
-                                  HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N,
-                                  BLOCK_D)
-            state = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo,
-                              f_hi, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT,
-                              HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
-            dq, rs, idx = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s,
-                                    f_hi, n_hi, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True,
-                                    HAS_LEFT, HAS_RIGHT, SOFTCAP, TMA, UPCAST, False, EVEN_K, HEAD_D, BLOCK_M,
-                                    BLOCK_N, BLOCK_D)
+        if HAS_LEFT:
+            state = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, n_lo,
+                              f_lo, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
+                              HAS_RIGHT, SOFTCAP, TMA, UPCAST, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        state = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_lo, f_hi,
+                          m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, False, HAS_LEFT, HAS_RIGHT,
+                          SOFTCAP, TMA, UPCAST, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
+        dq, rs, idx = _dq_phase(*state, q, do, m2, l2, p_half, delta, k_desc, v_desc, k_base, v_base, sk_s, sv_s, f_hi,
+                                n_hi, m0, sk, off, qk_scale, cap_scale, cap_log2, win_left, win_right, True, HAS_LEFT,
+                                HAS_RIGHT, SOFTCAP, TMA, UPCAST, EVEN_K, HEAD_D, BLOCK_M, BLOCK_N, BLOCK_D)
         if HAS_DLSE and not SOFTCAP:  # sum_n dS = dlse, but 0 for a query that sees no key (l2 = +inf)
             rs -= tl.where(l2 == float("inf"), 0.0, tl.load(DLSE + at + local_m, mask=row_ok, other=0.0))
-        if WS:  # no mask (Triton 3.6's pass cannot split one after the loop): one length (sk > 0), idx < sk
-            centre = tl.load(k_base + idx[:, None].to(tl.int64) * sk_s + tl.minimum(cols_d, HEAD_D - 1)[None, :])
-        else:
-            c_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D) & (sk > 0)  # rs is 0 where no key is seen
-            centre = tl.load(k_base + idx[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=c_mask, other=0.0)
+        c_mask = row_ok[:, None] & (cols_d[None, :] < HEAD_D) & (sk > 0)  # rs is 0 where no key is seen
+        centre = tl.load(k_base + idx[:, None].to(tl.int64) * sk_s + cols_d[None, :], mask=c_mask, other=0.0)
         dq = ((dq - rs[:, None] * centre.to(tl.float32)) * sm_scale).to(DQ.dtype.element_ty)
         if TMA:
             tl.make_tensor_descriptor(dq_base, [sq, HEAD_D], [sdq_s, 1], [BLOCK_M, BLOCK_D]).store([m0, 0], dq)
@@ -536,13 +487,13 @@ def _attn_dq_kernel(Q, K, V, DO, STATS, DELTA, DLSE, DQ, CU_Q, CU_K,
 
 # Under TRITON_INTERPRET=1 @triton.jit gives interpreted functions: the kernels then run on CPU tensors.
 INTERPRETING = not isinstance(_attn_dq_kernel, triton.runtime.JITFunction)
-_TUNE_KEY = ["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA", "WS_OK"]
+_TUNE_KEY = ["BUCKET_Q", "BUCKET_K", "BLOCK_D", "HAS_LEFT", "HAS_RIGHT", "SOFTCAP", "VARLEN", "TMA"]
 _DKDV = _attn_dkdv_kernel if INTERPRETING else triton.autotune(
-    _configs(BWD_TABLE), key=_TUNE_KEY, prune_configs_by={"early_config_prune": _bwd_prune},
-    do_bench=_tuning_bench)(_attn_dkdv_kernel)
+    _configs(BWD_TABLE), key=_TUNE_KEY, prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(
+    _attn_dkdv_kernel)
 _DQ = _attn_dq_kernel if INTERPRETING else triton.autotune(
     _configs(DQ_TABLE), key=_TUNE_KEY + ["EVEN_K"],
-    prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_tuning_bench)(_attn_dq_kernel)
+    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(_attn_dq_kernel)
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -607,7 +558,7 @@ def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: in
     the row sum, both in log2 units, laid out like the log-sum-exp), and the log-sum-exp's gradient."""
     varlen = cu_q is not None
     q, k, v, out, do = (_unit_last(t) for t in (q, k, v, out, do.to(q.dtype)))
-    stats = stats.contiguous()  # its planes and rows as delta's, which the kernels index alike (and TMA boxes)
+    stats = stats.contiguous()  # its planes and rows laid out as delta's, which the kernels index alike
     d = q.shape[-1]
     hq, hkv = q.shape[-2], k.shape[-2]
     batch = cu_q.shape[0] - 1 if varlen else q.shape[0]
@@ -630,16 +581,13 @@ def _bwd_launch(do, q, k, v, out, stats, dlse, cu_q, cu_k, max_q: int, max_k: in
     win_l, win_r, has_l, has_r = _window_args(window)
     qk_scale, cap_scale, cap_log2 = _scales(scale, softcap)
     tuned = not INTERPRETING and max_q * max_k >= TUNE_MIN
-    # Warp-specialised configs load the statistics by 1-D TMA boxes: int32 coordinates, each row's start 16-byte
-    # aligned (fp32 rows of a multiple of 4, as the interpreter checks), and one sequence length (dQ's centre).
-    ws_ok = tma and not varlen and max_q % 4 == 0 and stats.numel() < 2 ** 31
     common = dict(HEAD_D=d, BLOCK_D=_block_d(d), VARLEN=varlen, HAS_LEFT=has_l, HAS_RIGHT=has_r,
-                  SOFTCAP=softcap is not None, TMA=tma, UPCAST=INTERPRETING, WS_OK=ws_ok)
+                  SOFTCAP=softcap is not None, TMA=tma, UPCAST=INTERPRETING)
     if INTERPRETING:
-        dkdv_blocks = dq_blocks = dict(INTERP_BWD, WS=INTERP_BWD["WS"] and ws_ok)
+        dkdv_blocks = dq_blocks = INTERP_BWD
     else:
-        dkdv_blocks = {} if tuned else _fixed(BWD_DEFAULT, _block_d(d), WS=False)
-        dq_blocks = {} if tuned else _fixed(DQ_DEFAULT, _block_d(d), WS=False)
+        dkdv_blocks = {} if tuned else _fixed(BWD_DEFAULT, _block_d(d))
+        dq_blocks = {} if tuned else _fixed(DQ_DEFAULT, _block_d(d))
 
     def dkdv_grid(meta):
         return (triton.cdiv(max_k, meta["BLOCK_N"]), batch * hkv)
