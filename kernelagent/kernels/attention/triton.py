@@ -48,9 +48,11 @@ _LN2_C = tl.constexpr(LN2)
 # (BLOCK_M, BLOCK_N, warps, stages, widest head dim). Compiled for sm_90a (tests/kernels/
 # test_attention.py): no spill at head dim 128 but up to 72 bytes in dK/dV's causal branch; at 256
 # dQ's causal branch spills 8 bytes. dQ tiles 128 keys wide (7.4 and 8.2 ms in that probe) spill, 40-56 bytes
-# at 8 warps and 2 stages with the centre of today, and are left out.
+# at 8 warps and 2 stages with the centre of today, and are left out. dQ's 128x64 tile with 4 stages (no spill,
+# 243 registers, 193 KiB of shared memory) joined the list on 2026-12-05.
 BWD_TABLE = ((64, 64, 4, 2, 128), (64, 128, 8, 2, 128), (16, 64, 8, 2, 256), (32, 64, 8, 2, 256))
-DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (64, 64, 4, 2, 128), (64, 64, 8, 2, 256))
+DQ_TABLE = ((128, 64, 8, 2, 128), (128, 64, 8, 3, 128), (128, 64, 8, 4, 128), (64, 64, 4, 2, 128),
+            (64, 64, 8, 2, 256))
 # Triton 3.6's Hopper warp specialisation of both loops (TMA loads only, every block masked) was tried on
 # 2026-12-05 and dropped: never faster than these tiles, and a dK/dV variant gave NaN (benchmarks/results/
 # 2026-12-05-h200/attention_bwd_ws.json).
