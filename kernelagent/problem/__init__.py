@@ -272,10 +272,19 @@ def _decorated_roots(tree: ast.Module, aliases: dict[str, str]) -> set[str]:
     return roots
 
 
+# The largest candidate file read: the library's largest kernel file is about 175 KB, and the static policy reads the
+# whole file in the verifier's own process (red team, 2026-12-05: a 0.9 MB file held it 67 s, twice).
+MAX_CANDIDATE_BYTES = 512 * 1024
+
+
 def inspect_candidate(path: str | Path) -> CandidateSpec:
-    """Check a candidate file statically: it must parse and define `class ModelNew`."""
+    """Check a candidate file statically: at most MAX_CANDIDATE_BYTES, it must parse and define `class ModelNew`."""
     path = str(path)
     source = _read(path, "candidate")
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_CANDIDATE_BYTES:
+        raise _fail("candidate", path, None, f"is {size // 1024} KiB; the verifier reads kernel files of up to "
+                                             f"{MAX_CANDIDATE_BYTES // 1024} KiB. Keep the kernel and ModelNew only.")
     tree = _parse(source, path, "candidate")
     node = _top_level(tree).get("ModelNew")
     if not isinstance(node, ast.ClassDef):

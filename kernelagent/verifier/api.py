@@ -229,8 +229,9 @@ class Verifier:
                    f"{names[cspec.backend]}")
             return self._reject(base, [Stage("load", "failed", 0.0, msg)], "policy_violation", msg, t0)
         stages.append(Stage("load", "passed", round(time.perf_counter() - t0, 4)))
-        t_policy = time.perf_counter()
-        policy = check_policy(cspec.source, str(candidate))
+        t_policy = time.perf_counter()  # the policy runs here, outside any worker: its two checks share --timeout
+        policy = check_policy(cspec.source, str(candidate), time_limit=self.options.timeout)
+        policy_left = self.options.timeout - (time.perf_counter() - t_policy)
         pstage = Stage("policy", "passed" if policy.ok else "failed", round(time.perf_counter() - t_policy, 4),
                        details={"findings": [f.__dict__ for f in policy.findings]})
         if not self.options.static_policy:
@@ -252,7 +253,7 @@ class Verifier:
                                      "cache": pack.meta.get("cache")}))
         entry = _entry_tensors(pack.meta)
         if entry is not None and self.options.static_policy:  # now that the inputs are known: annotations aside
-            again = check_policy(cspec.source, str(candidate), entry)
+            again = check_policy(cspec.source, str(candidate), entry, time_limit=max(policy_left, 0.0))
             if not again.ok:
                 _discard(cand_worker, aot_worker)
                 pstage.status, pstage.details = "failed", {"findings": [f.__dict__ for f in again.findings]}

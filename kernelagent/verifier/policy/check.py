@@ -15,6 +15,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
+from kernelagent.verifier.policy import deadline
 from kernelagent.verifier.policy.findings import Finding, PolicyResult, Reporter
 from kernelagent.verifier.policy.forward import ForwardChecker
 from kernelagent.verifier.policy.free_names import undefined_globals
@@ -32,18 +33,24 @@ RULE_DESCRIPTIONS: dict[str, str] = DESCRIPTIONS
 _RECURSION_LIMIT = 10_000
 
 
-def check_policy(source: str, filename: str = "kernel.py",
-                 entry_tensors: frozenset[int] | None = None) -> PolicyResult:
+def check_policy(source: str, filename: str = "kernel.py", entry_tensors: frozenset[int] | None = None,
+                 time_limit: float | None = None) -> PolicyResult:
     """Check a candidate's source against the policy; `result.ok` when nothing was found. entry_tensors:
     which of the model's call arguments (by position) the reference's inputs fill with tensors, known once
     the reference has run: the entry methods' parameters there are tensors whatever their annotations or
-    defaults say."""
+    defaults say. time_limit: seconds after which the check stops and the file is refused (None: no limit)."""
     try:
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         return _unparsable(source, err)
-    with _recursion_headroom(_RECURSION_LIMIT):
-        return _check_tree(tree, source, filename, entry_tensors)
+    with _recursion_headroom(_RECURSION_LIMIT), deadline.bounded(time_limit):
+        try:
+            return _check_tree(tree, source, filename, entry_tensors)
+        except deadline.PolicyTimeout:
+            report = Reporter(source)
+            report.add("syntax", tree, "the policy's check of this file did not finish in the time allowed (the "
+                                       "verifier's --timeout); a file this large or indirect cannot be checked")
+            return report.result()
 
 
 @contextlib.contextmanager
@@ -73,6 +80,8 @@ def _check_tree(tree: ast.Module, source: str, filename: str, entry_tensors: fro
                                              "they refer to", "suspect")
     except RecursionError:
         report.add("syntax", tree, "the code is nested too deeply to be checked; simplify it")
+    except deadline.PolicyTimeout:
+        raise
     except Exception as err:  # noqa: BLE001 - what the policy cannot read, it does not pass (red team, 2026-12-05)
         report.add("syntax", tree, f"the policy could not analyse this file ({type(err).__name__}: {str(err)[:120]}); "
                                    "simplify the code around names built at run time")

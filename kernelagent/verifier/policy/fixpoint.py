@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Generic, NamedTuple, TypeVar
 
+from kernelagent.verifier.policy import deadline
+
 T = TypeVar("T")
 _NONE = 1 << 30
 # Evaluations (rounds of `compute`) one solver makes at most; the library's largest kernel needs about 6000.
@@ -91,6 +93,7 @@ class KeyedSolver(Generic[T]):
         return True
 
     def _evaluate(self, key: Hashable, compute: Callable[[], T]) -> T:
+        deadline.check()
         index = len(self.stack)
         self.stack[key] = index
         self.serials.append(-1)

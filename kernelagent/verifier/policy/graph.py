@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelagent.verifier.policy import deadline
 from kernelagent.verifier.policy.handed import Handed
 from kernelagent.verifier.policy.names import Resolver
 from kernelagent.verifier.policy.scopes import FuncInfo, ModuleInfo, Scope, Val
@@ -76,6 +77,7 @@ class CallGraph:
 
     def __init__(self, info: ModuleInfo, resolver: Resolver) -> None:
         self.info, self.r = info, resolver
+        self._methods: dict[str, frozenset[ast.AST]] | None = None
         self._mark_dsl()
         self._collect_custom_ops()
         self.edges: dict[ast.AST, set[ast.AST]] = {node: self._edges(f) for node, f in info.funcs.items()}
@@ -141,6 +143,7 @@ class CallGraph:
         return out
 
     def _node_targets(self, node: ast.AST, scope: Scope) -> set[ast.AST]:
+        deadline.check()
         if isinstance(node, ast.Lambda):
             return {node}
         if not isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
@@ -168,8 +171,16 @@ class CallGraph:
                 out |= {v.node for v in self.r.class_attr(val.node, name) if v.kind == "func"}
         return out
 
-    def methods_named(self, name: str) -> set[ast.AST]:
-        return {f.node for f in self.info.funcs.values() if f.cls is not None and f.node.name == name}
+    def methods_named(self, name: str) -> frozenset[ast.AST]:
+        """The functions defined in a class of the file under this name (indexed once: asked for every attribute
+        read on an unknown object, a scan a question made the check quadratic; red team, 2026-12-05)."""
+        if self._methods is None:
+            index: dict[str, set[ast.AST]] = {}
+            for f in self.info.funcs.values():
+                if f.cls is not None:
+                    index.setdefault(f.node.name, set()).add(f.node)
+            self._methods = {key: frozenset(nodes) for key, nodes in index.items()}
+        return self._methods.get(name, frozenset())
 
     # --- roots and reachability ---------------------------------------------------------------
     def _roots(self) -> set[ast.AST]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from kernelagent.verifier.policy import deadline
 from kernelagent.verifier.policy.canon import canonical_name
 from kernelagent.verifier.policy.fixpoint import KeyedSolver
 from kernelagent.verifier.policy.fold import StringFolding
@@ -170,6 +171,7 @@ class Resolver(StringFolding):
             self.solver.too_deep = self.solver.too_deep or key not in self._busy
             self.solver.provisional_uses += 1
             return EMPTY
+        deadline.check()
         before = self.solver.provisional_uses
         self._busy.add(key)
         try:

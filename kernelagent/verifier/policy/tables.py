@@ -10,7 +10,8 @@ import types
 
 # What the candidate is told to do instead, per rule. Written for the LLM that must fix its kernel.
 HINTS: dict[str, str] = {
-    "syntax": "fix the syntax error so the file parses",
+    "syntax": "fix the syntax error so the file parses; a file nested too deeply, or too large or indirect to "
+              "check in time, must be simplified",
     "torch_compute": (
         "compute it in your own Triton/CuTe kernel; in forward only allocation (torch.empty*, zeros*), "
         "views and reshapes, .contiguous(), dtype/device moves and kernel launches are allowed"
@@ -63,7 +64,7 @@ HINTS: dict[str, str] = {
 
 # One line per rule, for documentation.
 DESCRIPTIONS: dict[str, str] = {
-    "syntax": "the file does not parse (or is nested too deeply to check)",
+    "syntax": "the file does not parse (or is nested too deeply, or too large or indirect, to check in time)",
     "torch_compute": "PyTorch (or NumPy) computes inside the forward path: torch/F/torch.ops calls, tensor "
                      "methods, tensor arithmetic, nn layers, torch functions passed around, torch in kernel code; "
                      "host compute (NumPy or math on tensors, .item()/.tolist() in loops); PyTorch in special "
