@@ -20,7 +20,8 @@ group stream past (keys on rows: S^T = K Q^T, dP^T = V dO^T from shared memory, 
 with register operands); dQ's part of a step is a wgmma from dS^T in shared memory (at d128 each math warpgroup
 takes half the head dim over all 128 keys, at d64 its own 64 keys over the whole head dim: _fused_tiles),
 added across key blocks in fp32 by bulk reductions into a global accumulator, then a Triton post-pass
-centres (the rounding's sum taken out around each row's best-scoring key), scales and rounds it. The split
+centres (the rounding's sum taken out around each row's centre key: the last with P within a factor 2 of the
+row's largest), scales and rounds it. The split
 backward (no atomics, deterministic: with a softcap, or when torch's deterministic algorithms are on): a dK/dV
 kernel as above and a dQ kernel, one CTA per (128 queries, head, batch) as the forward with K and V streaming
 past; both read one table of the forward's statistics and delta (a small Triton kernel builds it, rows padded
@@ -2130,7 +2131,8 @@ class FlashBwdDqSm90(FlashFwdSm90):
     P = exp2((s - m) * scale_log2 - l) from the forward's statistics, dS = P (dP - delta) rounded to
     16 bits, dQ += dS K by wgmma with dS as the register A operand. Each row tracks its best-scoring
     key and the sum of its rounded dS, and the epilogue takes the rounding out as the Triton dQ
-    kernel does (dQ -= c (sum dS_16 - dlse), c the best key's row: see _attn_dq_kernel)."""
+    kernel does (dQ -= c (sum dS_16 - dlse), c the centre key's row: see _attn_dq_kernel, whose centre is
+    the last key above half the row's largest P; any strongly attended key serves)."""
 
     def __init__(self, dtype, head_dim: int, tile_m: int = 128, tile_n: int = 64, stages: int = 2,
                  has_left: bool = False, has_right: bool = False, softcap: bool = False, reverse: bool = False,
@@ -2611,7 +2613,7 @@ def _fused_applies(softcap: float | None) -> bool:
 def _dq_post_kernel(ACC, RS, BEST, TAB, K, DQ, sk_b, sk_s, sk_h, sq_b, sq_s, sq_h, seqlen_q, s_pad, n_heads, group,
                     sm_scale, HEAD_D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                     REGION: tl.constexpr):
-    """The fused backward's dQ: (acc - c (rs - dlse)) * scale in the output dtype, c the row's best key
+    """The fused backward's dQ: (acc - c (rs - dlse)) * scale in the output dtype, c the row's centre key
     (none: 0), rs the sum of its rounded dS, dlse what that sum is exactly (0 for a row that sees no
     key: l = +inf there). As the split dQ kernel's epilogue."""
     bh = tl.program_id(1)

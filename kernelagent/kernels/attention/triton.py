@@ -12,8 +12,8 @@ Backward: a preprocess kernel writes delta = rowsum(dO * O) - dlse;
 then two kernels without atomics (deterministic), both recomputing P from the forward's statistics:
 dK/dV, one program per (key block, batch x kv-head) keeping K, V and the dK, dV accumulators on
 chip and walking the query blocks of every query head of its group (GQA); dQ, one program per
-(query block, batch x head) shaped as the forward, writing dQ once, centred per row on the row's
-best-scoring key.
+(query block, batch x head) shaped as the forward, writing dQ once, centred per row on a key the row
+attends strongly.
 
 Conventions are reference.py's: bottom-right aligned causal mask and window, query head h reads kv
 head h // (Hq // Hkv), softcap * tanh(s / softcap) after scaling, zeros for a query with no key.
