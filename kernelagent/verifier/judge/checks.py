@@ -478,6 +478,8 @@ def _dist(trial: dict[str, Any]) -> str:
         return ", a second input distribution"
     if trial.get("dist") == "near":
         return ", the first trial's inputs with a few elements changed"
+    if trial.get("dist") == "swap":
+        return ", the first trial's inputs with their largest values exchanged with others"
     return ""
 
 

@@ -84,7 +84,7 @@ DESCRIPTIONS: dict[str, str] = {
                "storage from_file, tofile, native writers and readers of the allowed libraries (profilers and "
                "their trace exports, TorchScript/torch.export/ONNX/FX archives, torch.compile, NumPy's file "
                "functions, .save/.dump of library objects, shared memory), __file__/__path__",
-    "env_access": "os.environ, os.getenv, os.putenv",
+    "env_access": "os.environ, os.getenv, os.putenv, triton.knobs",
     "eval_exec": "eval, exec, compile, code, typing.get_type_hints, singledispatch, string annotations that "
                  "are code",
     "monkey_patch": "assigning/setattr/delattr on outside modules and objects, hooks, torch.library code for "
@@ -217,9 +217,16 @@ BANNED: dict[str, str] = {
         ).split()),
         "numpy.rec.fromfile", "numpy.ma.fromfile", "numpy.ma.core.fromfile", "numpy.ma.mrecords", "numpy.testing",
         "triton.profiler", "triton.compile", "triton.compiler.compile", "triton.compiler.compiler",
+        # readers of any file's lines through linecache (red team, 2026-12-05: formatwarning('m', UserWarning,
+        # PATH, 1) returned a line of /etc/hostname, a Landlock grant)
+        "warnings.formatwarning", "warnings.showwarning", "warnings.warn_explicit", "warnings._formatwarnmsg",
+        "warnings._formatwarnmsg_impl", "warnings._showwarnmsg", "warnings._showwarnmsg_impl",
     )},
     **{f"os.{n}": "file_io" for n in _OS_FILES},
     **{f"os.{n}": "env_access" for n in _OS_ENV},
+    # Triton's settings, read from and written to the environment (setenv, env_str, ...; red team, 2026-12-05:
+    # a round trip through knobs.setenv and env_str was accepted)
+    "triton.knobs": "env_access",
     **{m: "introspection" for m in (
         "gc", "inspect", "builtins", "__builtin__", "traceback", "types", "dis", "atexit",
         "weakref", "faulthandler", "tracemalloc", "linecache", "pdb", "bdb", "trace", "cProfile",

@@ -54,9 +54,21 @@ def _alt_distribution(values: list[Any], gen: torch.Generator) -> list[Any]:
     return [pytree.tree_map(redraw, v) for v in values]
 
 
+def _state_buffers(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The floating buffers the model's state carries (persistent: what load_state_dict hands the candidate)."""
+    kept = model.state_dict(keep_vars=True)
+    return [b for n, b in model.named_buffers() if n in kept and b.is_floating_point() and b.numel()]
+
+
 def _reinit_params(model: torch.nn.Module, gen: torch.Generator) -> None:
-    """Fresh random values for float parameters, at the scale of the originals (ones become ~N(1, 0.1))."""
+    """Fresh random values for float parameters, at the scale of the originals (ones become ~N(1, 0.1)); floating
+    buffers (running statistics, tables) scaled element by element by factors in [0.5, 1.5], which keeps their
+    signs and zeros (a mask's pattern): a kernel that keeps the first call's buffers fails the later seeds (red
+    team, 2026-12-05: batch norm's running statistics cloned at the first call were accepted)."""
     with torch.no_grad():
+        for b in _state_buffers(model):
+            factor = 0.5 + torch.rand(b.shape, generator=gen, dtype=torch.float64)
+            b.copy_((b.double() * factor.to(b.device)).to(b.dtype))
         for p in model.parameters():
             if not p.is_floating_point():
                 continue
@@ -68,8 +80,13 @@ def _reinit_params(model: torch.nn.Module, gen: torch.Generator) -> None:
             p.copy_((mean + scale * noise).to(p.dtype))
 
 
-# (scale, offset) tried in turn for the wide trial: the first whose reference stays finite is kept
+# (scale, offset) tried in turn for the wide trial: the first whose reference stays finite is kept; each is
+# multiplied by a secret factor in [WIDE_DRAW, 1], and the inputs are a draw of their own (WIDE_SEED), not the
+# first trial's: an exact affine image of the first trial was recognised and answered from that trial's output
+# (red team, 2026-12-05)
 WIDE_STEPS = ((40.0, 60.0), (10.0, 20.0), (4.0, 8.0))
+WIDE_DRAW = 0.75
+WIDE_SEED = 50_021  # added to the secret; no trial's seed (101 (k + 1)) reaches it
 
 
 def _widened(values: list[Any], scale: float, offset: float) -> list[Any]:
@@ -110,6 +127,27 @@ def _nudged(x: Any, gen: torch.Generator) -> Any:
         dst = torch.randint(n, (min(NEAR_CHANGES, n),), generator=gen).to(flat.device)
         src = torch.randint(n, (dst.numel(),), generator=gen).to(flat.device)
         flat[dst] = flat[src].clone()
+    return flat.view(x.shape)
+
+
+def _swapped(x: Any, gen: torch.Generator) -> Any:
+    """A copy of a floating tensor with its NEAR_CHANGES largest values exchanged with values at random positions:
+    the near trial's changes keep every pair's order and are too small to move an output past the judge's
+    tolerance, so a cache keyed on sampled content passed it (red team, 2026-12-05: softmax, and argmax, whose
+    answer a kept order cannot change). Here the outputs that depend on the largest values move. Sorted tensors
+    and those of two values or fewer (masks) are left alone: their order or values are what the problem keeps."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() < 4:
+        return x
+    flat = x.detach().reshape(-1).clone()
+    ordered = bool((flat[1:] >= flat[:-1]).all()) or bool((flat[1:] <= flat[:-1]).all())
+    if ordered or torch.unique(flat).numel() <= 2:
+        return x
+    k = min(NEAR_CHANGES, flat.numel() // 2)
+    top = torch.topk(flat.double(), k).indices
+    other = torch.randint(flat.numel(), (k,), generator=gen).to(flat.device)
+    high, low = flat[top].clone(), flat[other].clone()
+    flat[other] = high
+    flat[top] = low
     return flat.view(x.shape)
 
 
@@ -221,7 +259,7 @@ class ReferenceRunner:
         init_inputs = self.problem.init_inputs()
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        has_params = any(p.is_floating_point() for p in model.parameters())
+        has_params = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model))
         n_seeds = max(1, int(self.req.seeds))
         states, trials = [state0], []
         cap = self.req.cpu_max_elements if self.device == "cpu" else None
@@ -251,7 +289,7 @@ class ReferenceRunner:
                 if trial is not None:
                     trials.append(trial)
             model.load_state_dict(state0)
-        for extra in (self._wide_trial, self._near_trial):
+        for extra in (self._wide_trial, self._near_trial, self._swap_trial):
             trial = extra(model, len(trials), trials)
             if trial is not None:
                 trials.append(trial)
@@ -271,13 +309,14 @@ class ReferenceRunner:
         first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0), None)
         if first is None:
             return None
-        seed_all(self.secret + 101)
+        seed_all(self.secret + WIDE_SEED)
         with torch.device(self.device):
             base = tensorio.move(self.problem.input_sets()[first["set"]], self.device)
         if not _float_tensors(base):
             return None
         gen = torch.Generator().manual_seed(self.secret + 31337)
-        for scale, offset in WIDE_STEPS:
+        draw = WIDE_DRAW + (1 - WIDE_DRAW) * float(torch.rand((), generator=gen, dtype=torch.float64))
+        for scale, offset in ((round(a * draw, 3), round(b * draw, 3)) for a, b in WIDE_STEPS):
             trial = self._perturbed(t, model, _widened(base, scale, offset), first["set"], 0, "wide", 0, gen)
             if trial is not None:
                 trial["wide"] = {"scale": scale, "offset": offset}
@@ -296,6 +335,19 @@ class ReferenceRunner:
         gen = torch.Generator().manual_seed(self.secret + 4241)
         inputs = [pytree.tree_map(lambda v: _nudged(v, gen), x) for x in data["inputs"]]
         return self._perturbed(t, model, inputs, first["set"], 0, "near", 0, gen)
+
+    def _swap_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first trial's inputs with their largest values exchanged with others (_swapped): the near trial's
+        purpose, with changes large enough to move the outputs."""
+        first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0 and x["dist"] == "native"), None)
+        if first is None:
+            return None
+        data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
+        gen = torch.Generator().manual_seed(self.secret + 6007)
+        inputs = [pytree.tree_map(lambda v: _swapped(v, gen), x) for x in data["inputs"]]
+        if all(a is b for a, b in zip(pytree.tree_leaves(inputs), pytree.tree_leaves(data["inputs"]), strict=True)):
+            return None  # nothing to exchange (no floating input, or only sorted ones and masks)
+        return self._perturbed(t, model, inputs, first["set"], 0, "swap", 0, gen)
 
     def _within_cap(self, sets: list[list[Any]], cap: int | None) -> list[int]:
         if not cap:
@@ -333,8 +385,8 @@ class ReferenceRunner:
         gos, positions = self.grad_outputs_for(model, inputs, gen) if self.backward else (None, None)
         native, grads, structure = self.forward(model, inputs, gos)
         aliases = self.last_aliases
-        if not _finite(native) and (state_idx or dist in ("alt", "wide", "near")):
-            if dist not in ("wide", "near"):
+        if not _finite(native) and (state_idx or dist in ("alt", "wide", "near", "swap")):
+            if dist not in ("wide", "near", "swap"):
                 self.notes.append(f"trial seed {k} set {s_idx}: reference not finite with "
                                   f"{'re-initialised parameters' if state_idx else 'the second distribution'}; dropped")
             return None

@@ -28,9 +28,19 @@ def _specialization(value: Any) -> tuple[str, Any] | None:
         return None
 
 
-def describe_arg(value: Any) -> dict[str, Any]:
+# Levels of nesting a launch argument's description may have (a kernel's constexprs nest one or two); the parent
+# refuses compile requests deeper than its MAX_AOT_DEPTH, which each level here takes two of.
+_MAX_NEST = 6
+
+
+def describe_arg(value: Any, depth: int = 0) -> dict[str, Any]:
     """A JSON description of one launch argument, enough to rebuild a Triton signature with the GPU
-    JIT's specialisation (ints equal to 1 become constexprs; 16-divisible pointers and ints say so)."""
+    JIT's specialisation (ints equal to 1 become constexprs; 16-divisible pointers and ints say so). Values
+    nested past _MAX_NEST (tuples in tuples, constexprs of constexprs) are described as opaque, which the AOT
+    compile refuses: a 450-deep tuple constexpr overflowed the recursion that serialises the worker's facts, and
+    the verdict blamed the verifier (red team, 2026-12-05)."""
+    if depth > _MAX_NEST:
+        return {"kind": "other", "type": type(value).__name__}
     spec = _specialization(value) if isinstance(value, (torch.Tensor, int)) and not isinstance(value, bool) else None
     if isinstance(value, torch.Tensor):
         return {"kind": "ptr", "dtype": _TRITON_PTR.get(value.dtype, "fp32"), "attr": spec[1] if spec else ""}
@@ -39,7 +49,7 @@ def describe_arg(value: Any) -> dict[str, Any]:
     if not isinstance(value, int) and hasattr(value, "__index__") and type(value).__module__ == "numpy":
         # a NumPy integer (np.prod of a shape) launches as a Python int; as a constexpr the GPU JIT keeps the NumPy
         # type (its arithmetic wraps), which the AOT compile cannot rebuild (red team, round 12): marked
-        return {**describe_arg(int(value)), "numpy": type(value).__name__}
+        return {**describe_arg(int(value), depth + 1), "numpy": type(value).__name__}
     # exact builtins only (int.__int__ and friends skip a subclass's methods): the facts are serialised with
     # deep copies, and a subclass's __deepcopy__ is candidate code (red team, 2026-12-03: it raised there, and
     # the verdict was blamed on the verifier; or it returned a 600-deep list that crashed the parent)
@@ -52,11 +62,11 @@ def describe_arg(value: Any) -> dict[str, Any]:
     if value is None:
         return {"kind": "none"}
     if hasattr(value, "value") and type(value).__name__ == "constexpr":
-        return describe_arg(value.value)
+        return describe_arg(value.value, depth + 1)
     if isinstance(value, str):
         return {"kind": "const", "value": str.__str__(value)}
     if isinstance(value, tuple):
-        items = [describe_arg(v) for v in value]
+        items = [describe_arg(v, depth + 1) for v in value]
         if all(i["kind"] in ("const", "int", "float", "bool", "none") for i in items):
             return {"kind": "const", "value": [i.get("value") for i in items]}
         return {"kind": "tuple", "items": items}  # rebuilt item by item, or refused (never as strings)

@@ -21,6 +21,9 @@ _SCALAR_OPS = frozenset({"_local_scalar_dense", "item"})
 # Allowed ops that copy values; (source, destination) positions: "out" is the op's result
 _COPY_OPS = {"clone": (0, "out"), "_to_copy": (0, "out"), "to": (0, "out"), "contiguous": (0, "out"),
              "lift_fresh_copy": (0, "out"), "copy_": (1, 0), "_copy_from": (0, 1), "_copy_from_and_resize": (0, 1)}
+# ops that can move a tensor onto another storage without a copy op (resize_ grows by reallocating): the copy
+# tags follow the tensor (red team, 2026-12-05: x.t().contiguous() grown by resize_ lost its tag and was accepted)
+_STORAGE_MOVES = frozenset({"resize_", "resize_as_"})
 _active: list[OpRecorder] = []   # the recorders entered, innermost last (custom ops record into them)
 _reading: set[int] = set()  # ids of values whose read is being counted (x.__array__ calls x.numpy: one read)
 # what hands a tensor's (or storage's) values to Python, NumPy or bytes on the host: (owner, attribute); the
@@ -383,7 +386,10 @@ class OpRecorder(TorchDispatchMode):
             self.merge(inner)
             self.opened.add(name)
             return out
+        moved = storage_of(args[0]) if base in _STORAGE_MOVES and args else 0
         out = func(*args, **kwargs)
+        if moved:
+            self._follow(moved, storage_of(args[0]))
         if not _CUDA[0]:  # CPU workers (on a GPU a write from device memory into host memory is a d2h copy)
             source = args[1] if base == "copy_" and len(args) > 1 else None  # only a plain copy can be a no-op
             for written in _mutated(func, base, args, kwargs):
@@ -421,6 +427,14 @@ class OpRecorder(TorchDispatchMode):
             if target:
                 self.sources.add(target)
                 self.copies.add(target)
+
+    def _follow(self, before: int, after: int) -> None:
+        """A tensor's storage moved from `before` to `after`: what was a copy of the inputs there still is."""
+        if after and after != before:
+            if before in self.copies:
+                self.copies.add(after)
+            if before in self.sources:
+                self.sources.add(after)
 
     def merge(self, other: OpRecorder) -> None:
         self.ops.update(other.ops)

@@ -55,6 +55,23 @@ def test_outputs_that_are_pytorchs_copies_of_the_inputs_are_named():
     assert rec.copied_outputs(leaves) == [0, 1, 2]
 
 
+def test_a_copy_moved_by_resize_stays_a_copy():
+    """resize_ grows a tensor by reallocating its storage without a copy op: the copy's tag goes with it (red team,
+    2026-12-05: x.t().contiguous() grown by resize_ and sliced back was accepted as the kernel's output)."""
+    from kernelagent.verifier.worker.integrity import OpRecorder
+
+    x = torch.randn(64, 48)
+    rec = OpRecorder()
+    rec.watch_inputs([x])
+    with rec:
+        y = x.t().contiguous()
+        before = y.untyped_storage().data_ptr()
+        y.resize_(x.numel() + 4096)
+        out = y[: x.numel()].view(48, 64)
+    assert out.untyped_storage().data_ptr() != before  # the storage did move
+    assert rec.copied_outputs([out]) == [0]
+
+
 def test_copies_made_inside_a_library_op_body_count_too():
     from kernelagent.verifier.worker.integrity import OpRecorder
 

@@ -3,8 +3,8 @@
 # problem: softmax
 # needle: second run
 """Stands in, on the CPU interpreter (where programs run in order and cannot race), for a race that
-loses rarely: every ninth launch gets an extra program that scribbles on the first row. With seeds=2,
-three input sets, the large-scale and the near-duplicate trials, the ninth forward is the verifier's
+loses rarely: every tenth launch gets an extra program that scribbles on the first row. With seeds=2,
+three input sets, the large-scale, near-duplicate and swapped trials, the tenth forward is the verifier's
 repeat of the first trial; if the verifier's
 call order changes, this file needs a new period."""
 
@@ -37,7 +37,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         y = torch.empty_like(x)
         self.launches += 1
-        extra = 1 if self.launches % 9 == 0 else 0
+        extra = 1 if self.launches % 10 == 0 else 0
         n_rows, n_cols = x.shape
         _softmax[(n_rows + extra,)](x, y, x.stride(0), n_rows, n_cols, BLOCK=triton.next_power_of_2(n_cols))
         return y
