@@ -259,7 +259,7 @@ class ReferenceRunner:
         init_inputs = self.problem.init_inputs()
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        has_params = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model))
+        has_state = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model))
         n_seeds = max(1, int(self.req.seeds))
         states, trials = [state0], []
         cap = self.req.cpu_max_elements if self.device == "cpu" else None
@@ -267,7 +267,7 @@ class ReferenceRunner:
             dist = "alt" if n_seeds >= 3 and k == n_seeds - 1 else "native"
             gen = torch.Generator().manual_seed(self.secret + 7919 * (k + 1))
             state_idx = 0
-            if k >= 1 and has_params:
+            if k >= 1 and has_state:
                 _reinit_params(model, gen)
                 states.append({kk: v.detach().clone() for kk, v in model.state_dict().items()})
                 state_idx = len(states) - 1
