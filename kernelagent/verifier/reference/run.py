@@ -54,19 +54,30 @@ def _alt_distribution(values: list[Any], gen: torch.Generator) -> list[Any]:
     return [pytree.tree_map(redraw, v) for v in values]
 
 
-def _state_buffers(model: torch.nn.Module) -> list[torch.Tensor]:
-    """The floating buffers the model's state carries (persistent: what load_state_dict hands the candidate)."""
+def _state_buffers(model: torch.nn.Module, drawn: frozenset[str]) -> list[torch.Tensor]:
+    """The floating buffers the model's state carries (persistent: what load_state_dict hands the candidate) whose
+    values the constructor drew at random (`drawn`: they differ between two builds)."""
     kept = model.state_dict(keep_vars=True)
-    return [b for n, b in model.named_buffers() if n in kept and b.is_floating_point() and b.numel()]
+    return [b for n, b in model.named_buffers() if n in kept and n in drawn and b.is_floating_point() and b.numel()]
 
 
-def _reinit_params(model: torch.nn.Module, gen: torch.Generator) -> None:
+def _drawn_buffers(model: torch.nn.Module, other: torch.nn.Module) -> frozenset[str]:
+    """Names of the buffers that differ between two builds of the model under different seeds: state drawn at
+    random (running statistics), not tables the constructor computes (masks, positional tables), which a kernel
+    may compute itself instead of reading."""
+    theirs = dict(other.named_buffers())
+    return frozenset(n for n, b in model.named_buffers()
+                     if n in theirs and (b.shape != theirs[n].shape or not torch.equal(b, theirs[n].to(b.device))))
+
+
+def _reinit_params(model: torch.nn.Module, gen: torch.Generator, drawn: frozenset[str] = frozenset()) -> None:
     """Fresh random values for float parameters, at the scale of the originals (ones become ~N(1, 0.1)); floating
-    buffers (running statistics, tables) scaled element by element by factors in [0.5, 1.5], which keeps their
-    signs and zeros (a mask's pattern): a kernel that keeps the first call's buffers fails the later seeds (red
-    team, 2026-12-05: batch norm's running statistics cloned at the first call were accepted)."""
+    buffers drawn at random (`_drawn_buffers`) scaled element by element by factors in [0.5, 1.5], which keeps
+    their signs and zeros: a kernel that keeps the first call's buffers fails the later seeds (red team,
+    2026-12-05: batch norm's random running statistics cloned at the first call were accepted). Tables the
+    constructor computes stay as they are (a causal mask used as a product, a positional table: red team)."""
     with torch.no_grad():
-        for b in _state_buffers(model):
+        for b in _state_buffers(model, drawn):
             factor = 0.5 + torch.rand(b.shape, generator=gen, dtype=torch.float64)
             b.copy_((b.double() * factor.to(b.device)).to(b.dtype))
         for p in model.parameters():
@@ -197,6 +208,19 @@ class ReferenceRunner:
             model = self.problem.model_cls(*init_inputs)
         return model.to(self.device)
 
+    def _drawn_buffers(self, model: torch.nn.Module, init_inputs: list[Any]) -> frozenset[str]:
+        """The model's randomly drawn buffers (_drawn_buffers), from a second build under another seed; none when
+        the model has no floating buffer (no second build) or cannot be built again."""
+        if not any(b.is_floating_point() for b in model.buffers()):
+            return frozenset()
+        seed_all(self.secret + 2)
+        try:
+            with torch.device(self.device):
+                other = self.problem.model_cls(*init_inputs)
+        except Exception:  # noqa: BLE001 - the problem's constructor; the first build succeeded
+            return frozenset()
+        return _drawn_buffers(model, other)
+
     def input_sets(self, k: int) -> list[list[Any]]:
         seed_all(self.secret + 101 * (k + 1))
         with torch.device(self.device):
@@ -259,7 +283,8 @@ class ReferenceRunner:
         init_inputs = self.problem.init_inputs()
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        has_state = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model))
+        drawn = self._drawn_buffers(model, init_inputs)
+        has_state = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model, drawn))
         n_seeds = max(1, int(self.req.seeds))
         states, trials = [state0], []
         cap = self.req.cpu_max_elements if self.device == "cpu" else None
@@ -268,7 +293,7 @@ class ReferenceRunner:
             gen = torch.Generator().manual_seed(self.secret + 7919 * (k + 1))
             state_idx = 0
             if k >= 1 and has_state:
-                _reinit_params(model, gen)
+                _reinit_params(model, gen, drawn)
                 states.append({kk: v.detach().clone() for kk, v in model.state_dict().items()})
                 state_idx = len(states) - 1
             sets = self.input_sets(k)
