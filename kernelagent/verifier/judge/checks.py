@@ -241,7 +241,11 @@ class Judge:
             self.j.add("runtime_error", f"the outputs of {len(self.trials) - len(self.j.trials)} trial(s) could not "
                        "be compared", "correctness")
         unjudged = [r for r in self.j.trials if not r.ok and self._swap_not_cached(r)]
-        self.j.trials = [r for r in self.j.trials if not any(r is u for u in unjudged)]  # neither passed nor failed
+        if unjudged:  # neither passed nor failed
+            self.j.notes.append("the trial with the first trial's largest values exchanged with others failed, but "
+                                "its output is no other trial's answer: not judged (the exchange may break what "
+                                "the problem's inputs keep, such as sorted rows)")
+            self.j.trials = [r for r in self.j.trials if not any(r is u for u in unjudged)]
         failing = [r for r in self.j.trials if not r.ok]
         if failing:
             self._classify_failure(failing[0])
@@ -250,12 +254,7 @@ class Judge:
         """The swap trial exchanges values a problem may keep in place (rows sorted for a search, a symmetric
         matrix; red team, 2026-12-05): a wrong output there counts only when it is another trial's answer (a
         cache keyed on sampled content), and is otherwise noted, never a mismatch."""
-        if res.trial.get("dist") != "swap" or (res.structure_ok and self._answer_of_other_trial(res.trial)):
-            return False
-        self.j.notes.append("the trial with the first trial's largest values exchanged with others failed, but its "
-                            "output is no other trial's answer: not judged (the exchange may break what the "
-                            "problem's inputs keep, such as sorted rows)")
-        return True
+        return res.trial.get("dist") == "swap" and not (res.structure_ok and self._answer_of_other_trial(res.trial))
 
     def _classify_failure(self, res: TrialResult) -> None:
         trial = res.trial

@@ -72,12 +72,20 @@ def _is_generator(node: ast.AST) -> bool:
     return False
 
 
+def _methods_by_name(info: ModuleInfo) -> dict[str, frozenset[ast.AST]]:
+    index: dict[str, set[ast.AST]] = {}
+    for f in info.funcs.values():
+        if f.cls is not None:
+            index.setdefault(f.node.name, set()).add(f.node)
+    return {name: frozenset(nodes) for name, nodes in index.items()}
+
+
 class CallGraph:
     """Edges between the candidate's functions, the forward path, and the kernel-launching functions."""
 
     def __init__(self, info: ModuleInfo, resolver: Resolver) -> None:
         self.info, self.r = info, resolver
-        self._methods: dict[str, frozenset[ast.AST]] | None = None
+        self._methods = _methods_by_name(info)
         self._mark_dsl()
         self._collect_custom_ops()
         self.edges: dict[ast.AST, set[ast.AST]] = {node: self._edges(f) for node, f in info.funcs.items()}
@@ -174,12 +182,6 @@ class CallGraph:
     def methods_named(self, name: str) -> frozenset[ast.AST]:
         """The functions defined in a class of the file under this name (indexed once: asked for every attribute
         read on an unknown object, a scan a question made the check quadratic; red team, 2026-12-05)."""
-        if self._methods is None:
-            index: dict[str, set[ast.AST]] = {}
-            for f in self.info.funcs.values():
-                if f.cls is not None:
-                    index.setdefault(f.node.name, set()).add(f.node)
-            self._methods = {key: frozenset(nodes) for key, nodes in index.items()}
         return self._methods.get(name, frozenset())
 
     # --- roots and reachability ---------------------------------------------------------------

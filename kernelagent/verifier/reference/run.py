@@ -208,7 +208,7 @@ class ReferenceRunner:
             model = self.problem.model_cls(*init_inputs)
         return model.to(self.device)
 
-    def _drawn_buffers(self, model: torch.nn.Module, init_inputs: list[Any]) -> frozenset[str]:
+    def _random_buffers(self, model: torch.nn.Module, init_inputs: list[Any]) -> frozenset[str]:
         """The model's randomly drawn buffers (_drawn_buffers), from a second build under another seed; none when
         the model has no floating buffer (no second build) or cannot be built again."""
         if not any(b.is_floating_point() for b in model.buffers()):
@@ -283,7 +283,7 @@ class ReferenceRunner:
         init_inputs = self.problem.init_inputs()
         model = self.build_model(init_inputs)
         state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        drawn = self._drawn_buffers(model, init_inputs)
+        drawn = self._random_buffers(model, init_inputs)
         has_state = any(p.is_floating_point() for p in model.parameters()) or bool(_state_buffers(model, drawn))
         n_seeds = max(1, int(self.req.seeds))
         states, trials = [state0], []
@@ -350,27 +350,35 @@ class ReferenceRunner:
                           "at the problem's own scale only")
         return None
 
-    def _near_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The first trial's inputs with a handful of elements changed: a cache keyed on sampled content (or
-        on a partial hash) sees the same inputs and returns the first trial's answer, wrong where they differ."""
+    def _first_native(self, trials: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Any]] | None:
+        """The first trial with the problem's own inputs and first parameters, and those inputs (the near and
+        swap trials change them)."""
         first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0 and x["dist"] == "native"), None)
         if first is None:
             return None
-        data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
+        return first, tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)["inputs"]
+
+    def _near_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The first trial's inputs with a handful of elements changed: a cache keyed on sampled content (or
+        on a partial hash) sees the same inputs and returns the first trial's answer, wrong where they differ."""
+        found = self._first_native(trials)
+        if found is None:
+            return None
+        first, base = found
         gen = torch.Generator().manual_seed(self.secret + 4241)
-        inputs = [pytree.tree_map(lambda v: _nudged(v, gen), x) for x in data["inputs"]]
+        inputs = [pytree.tree_map(lambda v: _nudged(v, gen), x) for x in base]
         return self._perturbed(t, model, inputs, first["set"], 0, "near", 0, gen)
 
     def _swap_trial(self, model: torch.nn.Module, t: int, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The first trial's inputs with their largest values exchanged with others (_swapped): the near trial's
         purpose, with changes large enough to move the outputs."""
-        first = next((x for x in trials if x["seed"] == 0 and x["state"] == 0 and x["dist"] == "native"), None)
-        if first is None:
+        found = self._first_native(trials)
+        if found is None:
             return None
-        data = tensorio.load(self.pack / f"inputs_{first['id']}.pt", self.device)
+        first, base = found
         gen = torch.Generator().manual_seed(self.secret + 6007)
-        inputs = [pytree.tree_map(lambda v: _swapped(v, gen), x) for x in data["inputs"]]
-        if all(a is b for a, b in zip(pytree.tree_leaves(inputs), pytree.tree_leaves(data["inputs"]), strict=True)):
+        inputs = [pytree.tree_map(lambda v: _swapped(v, gen), x) for x in base]
+        if all(a is b for a, b in zip(pytree.tree_leaves(inputs), pytree.tree_leaves(base), strict=True)):
             return None  # nothing to exchange (no floating input, or only sorted ones and masks)
         return self._perturbed(t, model, inputs, first["set"], 0, "swap", 0, gen)
 
